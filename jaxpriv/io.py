@@ -1,0 +1,141 @@
+"""The mechanism / witness JSON format of SPEC §4.
+
+``{"K": [[...], ...], "prior": [...], "belief": [...], "values": [...],
+"records": {"k": 2, "r": 3, "default": 0}}`` — only ``K`` is required. A witness adds
+``"relation"`` and whatever its relation needs to be re-checked (``"q"``, ``"mu"``, ``"alpha"``,
+``"beta"``, ``"d_true"``, ``"eps"``, ``"law"``, …); those come back as ``extras``.
+
+Files are read and written in float64 (the verification precision); infinite numbers are written
+as ``Infinity``, which Python's ``json`` reads back.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from jaxpriv.errors import InputError
+from jaxpriv.mechanisms import Mechanism, Records
+
+MECHANISM_KEYS = ("K", "prior", "belief", "values", "records")
+
+
+def mechanism_from_dict(data: Any) -> tuple[Mechanism, dict[str, Any]]:
+    """Parse the SPEC §4 dictionary; returns the float64 mechanism and the remaining keys.
+
+    Must be called with float64 enabled (``jax.enable_x64(True)``) to keep full precision.
+
+    Raises:
+      InputError: naming the missing or malformed field.
+    """
+    if not isinstance(data, dict):
+        raise InputError(f"the JSON top level must be an object with a 'K' field, "
+                         f"got {type(data).__name__}")
+    if "K" not in data:
+        raise InputError("the JSON object has no 'K' field (the mechanism matrix)")
+    for key in ("K", "prior", "belief", "values"):
+        if key in data and not _is_numeric_tree(data[key]):
+            raise InputError(f"'{key}' must be an array of numbers")
+    records = _records_from(data.get("records"))
+    K = np.asarray(data["K"], dtype=np.float64) if _is_rectangular(data["K"]) else None
+    if K is None or K.ndim != 2:
+        raise InputError("'K' must be a matrix: a list of rows of equal length")
+    mech = Mechanism.from_K(K, data.get("prior"), data.get("belief"), data.get("values"),
+                            records=records, dtype=np.float64)
+    extras = {k: v for k, v in data.items() if k not in MECHANISM_KEYS}
+    return mech, extras
+
+
+def mechanism_to_dict(mech: Mechanism, **extras: Any) -> dict[str, Any]:
+    """The SPEC §4 dictionary of one (unbatched) mechanism, plus ``extras``."""
+    if mech.batch_shape:
+        raise InputError(f"only one mechanism fits a JSON file; this one has batch shape "
+                         f"{mech.batch_shape} (index it first)")
+    out: dict[str, Any] = {
+        "K": np.exp(np.asarray(mech.log_K, np.float64)).tolist(),
+        "prior": np.exp(np.asarray(mech.log_prior, np.float64)).tolist(),
+        "belief": np.exp(np.asarray(mech.log_belief, np.float64)).tolist(),
+    }
+    if mech.values is not None:
+        out["values"] = np.asarray(mech.values, np.float64).tolist()
+    if mech.records is not None:
+        r = mech.records
+        out["records"] = {"k": r.k, "r": r.r, "default": r.default}
+    out.update({k: _plain(v) for k, v in extras.items()})
+    return out
+
+
+def load_mechanism(path: str | os.PathLike) -> tuple[Mechanism, dict[str, Any]]:
+    """Read a mechanism or witness file (float64); see :func:`mechanism_from_dict`."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, not a JSON file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: cannot read ({e.__class__.__name__}: {e})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}"
+                         ) from None
+    with jax.enable_x64(True):
+        try:
+            return mechanism_from_dict(data)
+        except InputError as e:
+            raise InputError(f"{path}: {e}") from None
+
+
+def save_mechanism(path: str | os.PathLike, mech: Mechanism, **extras: Any) -> Path:
+    """Write a mechanism (plus witness ``extras``) atomically: a killed write leaves no half file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(mechanism_to_dict(mech, **extras), indent=1)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        f.write(text + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def _records_from(value) -> Records | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not {"k", "r"} <= set(value):
+        raise InputError("'records' must be an object with integer fields 'k', 'r' (and 'default')")
+    fields = {key: value.get(key, 0) for key in ("k", "r", "default")}
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in fields.values()):
+        raise InputError("'records' fields k, r, default must be integers")
+    return Records(**fields)
+
+
+def _is_numeric_tree(x) -> bool:
+    if isinstance(x, list):
+        return all(_is_numeric_tree(v) for v in x)
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _is_rectangular(x) -> bool:
+    if not isinstance(x, list) or not x:
+        return False
+    lengths = {len(row) if isinstance(row, list) else -1 for row in x}
+    return len(lengths) == 1 and -1 not in lengths
+
+
+def _plain(v):
+    if isinstance(v, (np.ndarray, jax.Array)):
+        return np.asarray(v).tolist()
+    if isinstance(v, (np.floating, np.integer)):
+        return v.item()
+    if isinstance(v, float) and math.isnan(v):
+        raise InputError("refusing to write NaN into a witness file")
+    return v

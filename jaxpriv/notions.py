@@ -1,0 +1,352 @@
+"""Exact privacy notions of finite mechanisms (SPEC §2.1–2.5, §2.7).
+
+Two layers:
+
+* **kernels** (``*_kernel``) on raw log-space arrays. They reduce over the last one or two axes
+  and broadcast over any leading batch axes, so a batch of a million mechanisms is one fused
+  XLA computation; they are pure and jit/vmap/grad-safe (masks come *before* ``log``/division).
+* **notions** on a :class:`~jaxpriv.mechanisms.Mechanism`, returning one level per mechanism of
+  the batch.
+
+Conventions (SPEC §1): an output with ``p(w) = 0`` is skipped; a secret with ``π(d) = 0`` is
+skipped where the notion conditions on the prior; ``x/0 = +∞`` for ``x > 0``; every level is in
+``[0, +∞]`` and never NaN. The library never jits: wrap calls in ``jax.jit`` at the edge.
+
+Examples:
+  >>> import jax
+  >>> from jaxpriv import families, notions
+  >>> mech = families.randomized_response(1.0)
+  >>> float(notions.ldp(mech)), round(float(notions.mbp(mech)), 6)
+  (1.0, 0.620115)
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Union
+
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import logsumexp
+from jaxtyping import Array, Bool, Float
+
+from jaxpriv import divergences
+from jaxpriv.errors import InputError
+from jaxpriv.mechanisms import Mechanism
+
+NEG_INF = -jnp.inf
+
+# --------------------------------------------------------------------------------------------
+# kernels
+# --------------------------------------------------------------------------------------------
+
+
+def log_marginal_kernel(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"]
+                        ) -> Float[Array, "*b m"]:
+    """``log p(w) = log Σ_d π(d) K[d,w]``; ``−∞`` for an output that cannot occur."""
+    joint = log_prior[..., :, None] + log_K
+    top = jnp.max(joint, axis=-2, keepdims=True)
+    possible = top > NEG_INF
+    safe_top = jnp.where(possible, top, 0.0)
+    total = jnp.sum(jnp.exp(joint - safe_top), axis=-2, keepdims=True)
+    log_p = jnp.where(possible, jnp.log(jnp.where(possible, total, 1.0)) + safe_top, NEG_INF)
+    return log_p[..., 0, :]
+
+
+def log_ratio_kernel(log_K: Float[Array, "*b n m"], log_p: Float[Array, "*b m"]
+                     ) -> tuple[Float[Array, "*b n m"], Bool[Array, "*b m"]]:
+    """``log(K[d,w]/p(w)) = log(P[d,w]/π(d))`` on possible outputs (0 elsewhere), and the mask."""
+    possible = log_p > NEG_INF
+    safe_log_p = jnp.where(possible, log_p, 0.0)[..., None, :]
+    log_ratio = jnp.where(possible[..., None, :], log_K - safe_log_p, 0.0)
+    return log_ratio, possible
+
+
+def ldp_kernel(log_K: Float[Array, "*b n m"], neighbours: Bool[Array, "n n"] | None = None
+               ) -> Float[Array, "*b"]:
+    """``ε_LDP = max_w max_{d,d'} log(K[d,w]/K[d',w])`` (SPEC §2.1), or ``ε_DP`` over ``E``.
+
+    Args:
+      log_K: shape ``(*b, n, m)``.
+      neighbours: optional symmetric relation ``E``, boolean ``(n, n)``; ``None`` = all pairs.
+
+    Returns:
+      shape ``(*b)``; ``+∞`` when a column has both a zero and a positive entry (over ``E``).
+    """
+    if neighbours is None:
+        top = jnp.max(log_K, axis=-2)
+        bottom = jnp.min(log_K, axis=-2)
+        occurs = top > NEG_INF
+        spread = jnp.where(occurs, top - jnp.where(occurs, bottom, 0.0), 0.0)
+        return jnp.max(spread, axis=-1)
+    E = jnp.asarray(neighbours, dtype=bool)
+    upper = log_K[..., :, None, :]
+    lower = log_K[..., None, :, :]
+    valid = E[:, :, None] & (upper > NEG_INF)
+    spread = jnp.where(valid, jnp.where(valid, upper, 0.0) - lower, 0.0)
+    return jnp.maximum(jnp.max(spread, axis=(-3, -2, -1)), 0.0)
+
+
+def mbp_kernel(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"]
+               ) -> Float[Array, "*b"]:
+    """``ξ = max_{w: p(w)>0} max_{d: π(d)>0} |log K[d,w] − log p(w)|`` (SPEC §2.2, 003 Def. 4.2)."""
+    log_p = log_marginal_kernel(log_K, log_prior)
+    log_ratio, _ = log_ratio_kernel(log_K, log_p)
+    counted = (log_prior > NEG_INF)[..., :, None]
+    return jnp.max(jnp.where(counted, jnp.abs(log_ratio), 0.0), axis=(-2, -1))
+
+
+def posterior_shift_kernel(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"]
+                           ) -> tuple[Float[Array, "*b n m"], Bool[Array, "*b m"]]:
+    """``P[d,w] − π(d)`` on possible outputs (0 elsewhere), without cancellation.
+
+    ``π·expm1(log(P/π))`` is exact to rounding for ``P ≈ π``; for ``P ≫ π`` it could overflow
+    (``π`` tiny, ratio huge), so there the difference is taken in the ordinary way, where it
+    cannot cancel.
+    """
+    log_p = log_marginal_kernel(log_K, log_prior)
+    log_ratio, possible = log_ratio_kernel(log_K, log_p)
+    prior = jnp.exp(log_prior)[..., :, None]
+    large = log_ratio > 1.0
+    direct = jnp.exp(log_prior[..., :, None] + jnp.where(large, log_ratio, 0.0)) - prior
+    relative = prior * jnp.expm1(jnp.where(large, 0.0, log_ratio))
+    shift = jnp.where(large, direct, relative)
+    return jnp.where(possible[..., None, :], shift, 0.0), possible
+
+
+def abp_kernel(
+    log_K: Float[Array, "*b n m"],
+    log_prior: Float[Array, "*b n"],
+    log_belief: Float[Array, "*b n"],
+    laws: Float[Array, "*b L m"],
+) -> Float[Array, "*b L"]:
+    """``ε_pa = sqrt(JS(F^A ‖ b))`` for each observation law ``q`` (SPEC §2.3, 003 Def. 4.1).
+
+    ``F^A(d) = Σ_w P[d,w] q(w)``. The mass a law puts on impossible outputs (``p(w) = 0``) is
+    dropped and the rest renormalized; a law with no mass on possible outputs leaves the belief
+    at ``F^A = π``.
+
+    Args:
+      log_K, log_prior, log_belief: the mechanism.
+      laws: ``L`` observation laws on the outputs, shape ``(*b, L, m)``.
+
+    Returns:
+      shape ``(*b, L)``.
+    """
+    shift, possible = posterior_shift_kernel(log_K, log_prior)
+    return _abp_from_shift(shift, possible, log_prior, log_belief, laws)
+
+
+def _abp_from_shift(shift, possible, log_prior, log_belief, laws):
+    kept = jnp.where(possible[..., None, :], laws, 0.0)
+    mass = jnp.sum(kept, axis=-1, keepdims=True)
+    kept = kept / jnp.where(mass > 0, mass, 1.0)
+    posterior_minus_prior = jnp.einsum("...lw,...dw->...ld", kept, shift)  # F^A − π
+    prior = jnp.exp(log_prior)[..., None, :]
+    belief = jnp.exp(log_belief)[..., None, :]
+    difference = posterior_minus_prior + (prior - belief)
+    total = prior + belief + posterior_minus_prior
+    return jnp.sqrt(divergences.js_from_moments(jnp.maximum(total, 0.0), difference))
+
+
+def abp_record_kernel(log_K, log_prior, log_belief) -> Float[Array, "*b n"]:
+    """ABP under the ``record`` law: ``q = K[d*,·]``, one value per true secret ``d*``."""
+    shift, possible = posterior_shift_kernel(log_K, log_prior)
+    return _abp_from_shift(shift, possible, log_prior, log_belief, jnp.exp(log_K))
+
+
+def abp_output_kernel(log_K, log_prior, log_belief) -> Float[Array, "*b m"]:
+    """ABP under the ``output`` law: ``q = δ_w``, one value per output (0 for impossible ones)."""
+    shift, possible = posterior_shift_kernel(log_K, log_prior)
+    m = log_K.shape[-1]
+    values = _abp_from_shift(shift, possible, log_prior, log_belief, jnp.eye(m, dtype=log_K.dtype))
+    return jnp.where(possible, values, 0.0)
+
+
+def eps_unif_kernel(log_prior: Float[Array, "*b n"]) -> Float[Array, "*b"]:
+    """``ε_unif(π) = max_{d,d'} |log(π(d)/π(d'))|`` (002 Thm IV.4); ``+∞`` if some ``π(d) = 0``."""
+    top = jnp.max(log_prior, axis=-1)
+    bottom = jnp.min(log_prior, axis=-1)
+    return jnp.where(bottom > NEG_INF, top - jnp.where(bottom > NEG_INF, bottom, 0.0), jnp.inf)
+
+
+def eps_bel_kernel(log_belief: Float[Array, "*b n"], log_prior: Float[Array, "*b n"]
+                   ) -> Float[Array, "*b"]:
+    """``ε_bel(b, π) = max_d |log(b(d)/π(d))|`` (003 Thm 5.4); secrets with ``b = π = 0`` skipped."""
+    both_zero = (log_belief == NEG_INF) & (log_prior == NEG_INF)
+    gap = jnp.abs(jnp.where(both_zero, 0.0, log_belief) - jnp.where(both_zero, 0.0, log_prior))
+    return jnp.max(gap, axis=-1)
+
+
+def mutual_information_kernel(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"]
+                              ) -> Float[Array, "*b"]:
+    """``I(D; W) = Σ_d π(d) KL(K[d,·] ‖ p)`` in nats (stable near independence)."""
+    log_p = log_marginal_kernel(log_K, log_prior)
+    per_secret = divergences.kl(jnp.exp(log_K), jnp.exp(log_p)[..., None, :])
+    prior = jnp.exp(log_prior)
+    return jnp.sum(jnp.where(prior > 0, prior * jnp.where(prior > 0, per_secret, 0.0), 0.0),
+                   axis=-1)
+
+
+def failure_probability_kernel(log_K: Float[Array, "*b n m"], values: Float[Array, "*b m"],
+                               mu, alpha) -> Float[Array, "*b n"]:
+    """``β(d) = P[|v(W) − μ| > α | d]`` (SPEC §2.7, 002 Def. IV.4)."""
+    far = jnp.abs(values - mu) > alpha
+    return jnp.sum(jnp.where(far[..., None, :], jnp.exp(log_K), 0.0), axis=-1)
+
+
+# --------------------------------------------------------------------------------------------
+# notions of a Mechanism
+# --------------------------------------------------------------------------------------------
+
+
+def ldp(mech: Mechanism, neighbours=None) -> Float[Array, "*b"]:
+    """LDP level, or the DP level over a neighbour relation (SPEC §2.1)."""
+    if neighbours is not None:
+        neighbours = _checked_neighbours(neighbours, mech.n)
+    return ldp_kernel(mech.log_K, neighbours)
+
+
+def mbp(mech: Mechanism) -> Float[Array, "*b"]:
+    """MBP level ``ξ`` (SPEC §2.2)."""
+    return mbp_kernel(mech.log_K, mech.log_prior)
+
+
+class ABP(NamedTuple):
+    """ABP under one observation law family.
+
+    Attributes:
+      vector: one value per law: per true secret ``d*`` (record), per output ``w`` (output), or
+        per explicit law given; shape ``(*b, L)``.
+      level: the max over the laws that can occur (record: ``π(d*) > 0``; output: ``p(w) > 0``).
+      mean: the average of ``vector`` weighted by ``π`` (record), ``p`` (output), or uniformly.
+    """
+
+    vector: Float[Array, "*b L"]
+    level: Float[Array, "*b"]
+    mean: Float[Array, "*b"]
+
+
+Law = Union[str, Float[Array, "m"], Float[Array, "L m"]]
+
+
+def abp(mech: Mechanism, law: Law = "record") -> ABP:
+    """Average Bayesian privacy ``ε_pa`` (SPEC §2.3, 003 Def. 4.1).
+
+    Args:
+      mech: the mechanism (belief ``b`` is the attacker's prior; posterior uses ``π``).
+      law: ``"record"`` (default), ``"output"``, or an explicit law ``q`` of shape ``(m,)``
+        or several, ``(L, m)``.
+
+    Note (trap): ``q = p`` (the output marginal) gives ``F^A = π``, hence ``ε_pa = 0`` when
+    ``b = π``, whatever the mechanism. The record law is the meaningful default.
+    """
+    shift, possible = posterior_shift_kernel(mech.log_K, mech.log_prior)
+    if isinstance(law, str) and law == "record":
+        vector = _abp_from_shift(shift, possible, mech.log_prior, mech.log_belief, mech.K)
+        weights = mech.prior
+    elif isinstance(law, str) and law == "output":
+        eye = jnp.eye(mech.m, dtype=mech.dtype)
+        vector = jnp.where(possible, _abp_from_shift(shift, possible, mech.log_prior,
+                                                     mech.log_belief, eye), 0.0)
+        weights = jnp.exp(log_marginal_kernel(mech.log_K, mech.log_prior))
+    elif isinstance(law, str):
+        raise InputError(f"unknown observation law {law!r}; use 'record', 'output' or a vector q")
+    else:
+        q = _checked_law(law, mech.m)
+        laws = jnp.broadcast_to(jnp.asarray(q, mech.dtype), (*mech.batch_shape, *q.shape[-2:]))
+        vector = _abp_from_shift(shift, possible, mech.log_prior, mech.log_belief, laws)
+        weights = jnp.full(vector.shape, 1.0 / vector.shape[-1], dtype=mech.dtype)
+    counted = weights > 0
+    level = jnp.max(jnp.where(counted, vector, 0.0), axis=-1)
+    mean = jnp.sum(jnp.where(counted, weights * vector, 0.0), axis=-1)
+    return ABP(vector, level, mean)
+
+
+def eps_unif(mech: Mechanism) -> Float[Array, "*b"]:
+    """How far the prior is from uniform (SPEC §2.4)."""
+    return eps_unif_kernel(mech.log_prior)
+
+
+def eps_bel(mech: Mechanism) -> Float[Array, "*b"]:
+    """How far the belief is from the prior (SPEC §2.4)."""
+    return eps_bel_kernel(mech.log_belief, mech.log_prior)
+
+
+def mutual_information(mech: Mechanism) -> Float[Array, "*b"]:
+    """``I(D; W)`` under the prior, in nats (SPEC §2.5)."""
+    return mutual_information_kernel(mech.log_K, mech.log_prior)
+
+
+def failure_probabilities(mech: Mechanism, mu, alpha) -> Float[Array, "*b n"]:
+    """``β(d)`` for each secret: the chance the output value misses ``μ`` by more than ``α``."""
+    if mech.values is None:
+        raise InputError("the PAC notions need output values: give 'values' with the mechanism")
+    return failure_probability_kernel(mech.log_K, mech.values, mu, alpha)
+
+
+def pac_gamma(mech: Mechanism, mu, alpha, d_true: int) -> Float[Array, "*b"]:
+    """``γ = max_{d' ≠ d_true} β(d')``: the least γ for α-PAC robustness w.p. ``1−γ`` (002 Def. IV.6)."""
+    beta = failure_probabilities(mech, mu, alpha)
+    others = jnp.arange(mech.n) != _checked_secret(d_true, mech.n)
+    return jnp.max(jnp.where(others, beta, 0.0), axis=-1)
+
+
+def pac_beta(mech: Mechanism, mu, alpha, d_true: int) -> Float[Array, "*b"]:
+    """``β(d_true)``: the least β for PAC accuracy with confidence ``1−β`` (002 Def. IV.4)."""
+    return failure_probabilities(mech, mu, alpha)[..., _checked_secret(d_true, mech.n)]
+
+
+def adjacent(n: int) -> Bool[Array, "n n"]:
+    """Neighbour relation ``|d − d'| = 1`` (counts, the truncated geometric mechanism)."""
+    d = jnp.arange(n)
+    return jnp.abs(d[:, None] - d[None, :]) == 1
+
+
+def levels(mech: Mechanism) -> dict[str, Array]:
+    """Every core level of SPEC §2.1–2.5 at once (the content of ``jaxpriv eval``)."""
+    record = abp(mech, "record")
+    output = abp(mech, "output")
+    return {
+        "ldp": ldp(mech),
+        "mbp": mbp(mech),
+        "abp": record.level,
+        "abp_mean": record.mean,
+        "abp_record": record.vector,
+        "abp_output": output.level,
+        "abp_output_vector": output.vector,
+        "eps_unif": eps_unif(mech),
+        "eps_bel": eps_bel(mech),
+        "mi": mutual_information(mech),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# argument checks (host side, concrete inputs only)
+# --------------------------------------------------------------------------------------------
+
+
+def _checked_neighbours(neighbours, n: int):
+    E = np.asarray(neighbours)
+    if E.shape != (n, n):
+        raise InputError(f"neighbour relation must be an ({n}, {n}) boolean matrix, got {E.shape}")
+    E = E.astype(bool)
+    if (E != E.T).any():
+        raise InputError("neighbour relation must be symmetric")
+    return E
+
+
+def _checked_law(q, m: int) -> np.ndarray:
+    a = np.asarray(q, dtype=np.float64)
+    if a.ndim not in (1, 2) or a.shape[-1] != m:
+        raise InputError(f"observation law q must have shape ({m},) or (L, {m}), got {a.shape}")
+    if not np.isfinite(a).all() or (a < 0).any():
+        raise InputError("observation law q must be finite and non-negative")
+    if (np.abs(a.sum(axis=-1) - 1.0) > 1e-6).any():
+        raise InputError("observation law q must sum to 1")
+    return np.atleast_2d(a / a.sum(axis=-1, keepdims=True))
+
+
+def _checked_secret(d: int, n: int) -> int:
+    if int(d) != d or not 0 <= d < n:
+        raise InputError(f"d_true must be a secret index in 0..{n - 1}, got {d}")
+    return int(d)

@@ -1,0 +1,271 @@
+"""The registry of published relations between privacy notions (SPEC §3), and their checks.
+
+A :class:`Relation` is a typed record of a claim "premise level ``x`` (and a condition) ⇒
+conclusion level ≤ ``f(x, ε)``", carrying its source paper and theorem number. The registry holds
+R1–R6 (single-record notions); the database-level R7–R15 plug in through :func:`register`.
+
+:meth:`Relation.check` evaluates a mechanism **in float64** and reports the premise level, the
+condition parameter, the conclusion level, the claimed bound, the slack ``f/conclusion`` and
+whether the bound is violated. A violation requires ``conclusion > bound·(1 + RTOL) + ATOL``, so
+float rounding never turns a bound that holds into a reported violation.
+
+Examples:
+  >>> from jaxpriv import families, relations
+  >>> result = relations.get("R2").check(families.randomized_response(1.0))
+  >>> bool(result.violated), round(float(result.slack), 4)
+  (False, 1.2402)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxpriv import notions
+from jaxpriv.errors import InputError
+from jaxpriv.mechanisms import Mechanism
+
+RTOL = 1e-9
+"""Relative tolerance a conclusion must exceed its bound by to count as a violation."""
+ATOL = 1e-12
+"""Absolute tolerance, for bounds at or near 0."""
+UNIFORM_TOL = 1e-9
+"""A prior counts as uniform when ``ε_unif(π) ≤ UNIFORM_TOL`` (exact 1/n is not representable)."""
+
+PAPERS = {
+    "002": ("002_a929441205351d74.txt", "Zhang, Chen — Bridging Privacy and Robustness for "
+            "Trustworthy Machine Learning"),
+    "003": ("003_ed377a0eab1a130b.txt", "Zhang, Fei, Chen, Jin — Deciphering the Interplay "
+            "between LDP, ABP and MBP"),
+    "004": ("004_a00d4f65f210ea49.txt", "Zhao — Relations Among Different Privacy Notions"),
+}
+
+
+class Source(NamedTuple):
+    paper: str  # key of PAPERS
+    theorem: str
+
+    def __str__(self) -> str:
+        return f"{self.paper} {self.theorem}"
+
+
+# A notion evaluator maps (float64 mechanism, options) to one level per mechanism of the batch.
+NotionFn = Callable[[Mechanism, dict[str, Any]], jax.Array]
+
+
+def _option(options: dict[str, Any], key: str, relation_hint: str):
+    if options.get(key) is None:
+        raise InputError(f"{relation_hint} needs '{key}' (in the witness file or as an option)")
+    return options[key]
+
+
+def _pac(fn):
+    def evaluate(mech, options):
+        hint = "the PAC notions"
+        return fn(mech, _option(options, "mu", hint), _option(options, "alpha", hint),
+                  _option(options, "d_true", hint))
+    return evaluate
+
+
+def _abp_level(mech, options):
+    law = options.get("q")
+    if law is None:
+        law = options.get("law") or "record"
+    return notions.abp(mech, law).level
+
+
+NOTIONS: dict[str, tuple[str, NotionFn]] = {
+    "ldp": ("LDP level ε_LDP (SPEC §2.1)", lambda mech, o: notions.ldp(mech)),
+    "mbp": ("MBP level ξ (SPEC §2.2)", lambda mech, o: notions.mbp(mech)),
+    "abp": ("ABP level ε_pa, max over the observation law (SPEC §2.3)", _abp_level),
+    "eps_unif": ("prior distance from uniform ε_unif (SPEC §2.4)",
+                 lambda mech, o: notions.eps_unif(mech)),
+    "eps_bel": ("belief distance from prior ε_bel (SPEC §2.4)",
+                lambda mech, o: notions.eps_bel(mech)),
+    "pac_beta": ("failure probability β(d_true) (SPEC §2.7)", _pac(notions.pac_beta)),
+    "pac_gamma": ("robust failure probability max_{d'≠d_true} β(d') (SPEC §2.7)",
+                  _pac(notions.pac_gamma)),
+}
+
+
+class CheckResult(NamedTuple):
+    """Outcome of checking one relation on a (batch of) mechanism(s); float64 numpy arrays.
+
+    Attributes:
+      relation: the relation id.
+      premise: premise level ``x``.
+      parameter: the measured condition parameter (e.g. ``ε_unif(π)``), 0 if none.
+      parameter_used: the parameter the bound is evaluated at (the measured one unless given).
+      condition_holds: the relation's condition holds, so the bound is claimed.
+      conclusion: conclusion level.
+      bound: claimed bound ``f(x, parameter_used)``.
+      slack: ``bound / conclusion`` (``+∞`` when the conclusion is 0 or the bound infinite).
+      violated: condition holds and ``conclusion > bound·(1+RTOL) + ATOL``.
+    """
+
+    relation: str
+    premise: np.ndarray
+    parameter: np.ndarray
+    parameter_used: np.ndarray
+    condition_holds: np.ndarray
+    conclusion: np.ndarray
+    bound: np.ndarray
+    slack: np.ndarray
+    violated: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
+class Relation:
+    """A published claim ``premise ≤ x ∧ condition ⇒ conclusion ≤ bound(x, parameter)``.
+
+    Attributes:
+      id: ``"R1"`` … as in SPEC §3.
+      statement: the claim in words.
+      sources: papers and theorem numbers it is taken from.
+      premise: key of :data:`NOTIONS` measured as ``x``.
+      conclusion: key of :data:`NOTIONS` whose level the bound caps.
+      condition: the condition in words.
+      parameter: key of :data:`NOTIONS` of the condition parameter (``ε``), or ``None``.
+      parameter_limit: if set, the condition is ``parameter ≤ parameter_limit`` (e.g. a uniform
+        prior); if ``None`` the parameter is free and the bound is evaluated at it.
+      premise_limit: if set, the condition also requires ``x ≤ premise_limit``.
+      bound: ``f(x, parameter)``, vectorized, float64-safe.
+    """
+
+    id: str
+    statement: str
+    sources: tuple[Source, ...]
+    premise: str
+    conclusion: str
+    condition: str
+    bound: Callable[[jax.Array, jax.Array], jax.Array]
+    parameter: str | None = None
+    parameter_limit: float | None = None
+    premise_limit: float | None = None
+
+    def check(self, mech: Mechanism, *, parameter=None, rtol: float = RTOL, atol: float = ATOL,
+              **options: Any) -> CheckResult:
+        """Evaluate the relation on ``mech`` in float64; see :func:`check`."""
+        return check(self, mech, parameter=parameter, rtol=rtol, atol=atol, **options)
+
+
+def slack(bound, conclusion):
+    """``bound / conclusion`` with ``x/0 = +∞`` and ``∞/∞ = +∞`` (an infinite bound is vacuous)."""
+    bound = jnp.asarray(bound)
+    conclusion = jnp.asarray(conclusion)
+    vacuous = (conclusion <= 0) | jnp.isinf(bound)
+    ratio = bound / jnp.where(vacuous, 1.0, conclusion)
+    return jnp.where(vacuous, jnp.inf, ratio)
+
+
+def check(relation: Relation, mech: Mechanism, *, parameter=None, rtol: float = RTOL,
+          atol: float = ATOL, **options: Any) -> CheckResult:
+    """Check ``relation`` on ``mech`` (any batch shape), recomputing every level in float64.
+
+    Args:
+      relation: a registry entry.
+      mech: the mechanism(s); cast to float64 here.
+      parameter: the condition parameter the bound is claimed at (e.g. ``ε`` for R3–R5, ``β``
+        for R6); default: the measured one, which gives the tightest claim.
+      rtol, atol: violation tolerance.
+      **options: what the notions need: ``law`` or ``q`` (ABP), ``mu``, ``alpha``, ``d_true`` (PAC).
+
+    Returns:
+      a :class:`CheckResult`.
+    """
+    with jax.enable_x64(True):
+        mech = mech.astype(jnp.float64)
+        x = _evaluate(relation.premise, mech, options)
+        y = _evaluate(relation.conclusion, mech, options)
+        if relation.parameter is None:
+            measured = jnp.zeros_like(x)
+        else:
+            measured = _evaluate(relation.parameter, mech, options)
+        used = measured if parameter is None else jnp.broadcast_to(
+            jnp.asarray(parameter, jnp.float64), measured.shape)
+        holds = measured <= used
+        if relation.parameter_limit is not None:
+            holds &= measured <= relation.parameter_limit
+        if relation.premise_limit is not None:
+            holds &= x <= relation.premise_limit
+        bound = relation.bound(x, used)
+        violated = holds & (y > bound * (1.0 + rtol) + atol)
+        out = (x, measured, used, holds, y, bound, slack(bound, y), violated)
+        return CheckResult(relation.id, *(np.asarray(a) for a in out))
+
+
+def _evaluate(notion: str, mech: Mechanism, options: dict[str, Any]) -> jax.Array:
+    return NOTIONS[notion][1](mech, options)
+
+
+# --------------------------------------------------------------------------------------------
+# the registry
+# --------------------------------------------------------------------------------------------
+
+REGISTRY: dict[str, Relation] = {}
+
+
+def register(relation: Relation, *, replace: bool = False) -> Relation:
+    """Add a relation to the registry (``replace=True`` to overwrite an id)."""
+    if relation.id in REGISTRY and not replace:
+        raise ValueError(f"relation {relation.id} is already registered")
+    for notion in (relation.premise, relation.conclusion, relation.parameter):
+        if notion is not None and notion not in NOTIONS:
+            raise ValueError(f"relation {relation.id} uses unknown notion {notion!r}")
+    REGISTRY[relation.id] = relation
+    return relation
+
+
+def get(relation_id: str) -> Relation:
+    """The registered relation with this id (case-insensitive), or an InputError naming the ids."""
+    key = relation_id.strip().upper()
+    if key not in REGISTRY:
+        raise InputError(f"unknown relation {relation_id!r}; registered: {', '.join(REGISTRY)}")
+    return REGISTRY[key]
+
+
+def _r5_bound(x, eps):
+    """003 Thm 5.4 / 002 Thm IV.5–IV.6: ``sqrt(½(ξ+ε)(e^{ξ+ε} − 1))``."""
+    s = x + eps
+    return jnp.sqrt(0.5 * s * jnp.expm1(s))
+
+
+register(Relation(
+    id="R1", statement="ξ-LDP ⇒ ξ-MBP under a uniform prior",
+    sources=(Source("003", "Lemma 5.1"), Source("002", "Lemma IV.1")),
+    premise="ldp", conclusion="mbp", condition="π uniform",
+    parameter="eps_unif", parameter_limit=UNIFORM_TOL,
+    bound=lambda x, eps: x))
+register(Relation(
+    id="R2", statement="ξ-MBP ⇒ 2ξ-LDP under a uniform prior",
+    sources=(Source("003", "Lemma 5.2"), Source("002", "Lemma IV.2")),
+    premise="mbp", conclusion="ldp", condition="π uniform",
+    parameter="eps_unif", parameter_limit=UNIFORM_TOL,
+    bound=lambda x, eps: 2.0 * x))
+register(Relation(
+    id="R3", statement="ξ-LDP ⇒ (ξ+ε)-MBP when π is ε-close to uniform",
+    sources=(Source("002", "Thm IV.4"), Source("002", "Lemma A.5")),
+    premise="ldp", conclusion="mbp", condition="ε_unif(π) ≤ ε",
+    parameter="eps_unif", bound=lambda x, eps: x + eps))
+register(Relation(
+    id="R4", statement="ξ-MBP ⇒ (2ξ+ε)-LDP when π is ε-close to uniform",
+    sources=(Source("002", "Thm IV.4"), Source("002", "Lemma A.6")),
+    premise="mbp", conclusion="ldp", condition="ε_unif(π) ≤ ε",
+    parameter="eps_unif", bound=lambda x, eps: 2.0 * x + eps))
+register(Relation(
+    id="R5", statement="ξ-MBP ⇒ ABP ≤ sqrt(½(ξ+ε)(e^{ξ+ε}−1)) when ε_bel(b,π) ≤ ε",
+    sources=(Source("003", "Thm 5.4"), Source("003", "Thm B.1"), Source("002", "Thm IV.5"),
+             Source("002", "Thm IV.6")),
+    premise="mbp", conclusion="abp", condition="ε_bel(b, π) ≤ ε",
+    parameter="eps_bel", bound=_r5_bound))
+register(Relation(
+    id="R6", statement="(ξ,β,α)-MBP ⇒ α-PAC-robust with γ = (1+4ξ)β, for 0 ≤ ξ ≤ 1",
+    sources=(Source("002", "Thm IV.7"), Source("002", "Thm A.9")),
+    premise="mbp", conclusion="pac_gamma", condition="0 ≤ ξ ≤ 1; β ≥ β(d_true)",
+    parameter="pac_beta", premise_limit=1.0,
+    bound=lambda x, beta: (1.0 + 4.0 * x) * beta))
+
