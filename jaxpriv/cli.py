@@ -1,0 +1,220 @@
+"""The ``jaxpriv`` command line.
+
+    jaxpriv eval FILE.json [--json]           every core level of a mechanism
+    jaxpriv check RELATION FILE.json [--json] check one published relation on a mechanism
+    jaxpriv relations [--json]                the registry
+
+Exit status: 0 success (for ``check``: the bound holds or its condition does not apply),
+1 ``check`` found the bound violated, 2 bad input (one line on stderr, never a traceback).
+Everything is computed in float64.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any, Sequence
+
+import numpy as np
+
+from jaxpriv.errors import InputError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line and exit status 2."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        self.exit(2, f"jaxpriv: error: {message} (see 'jaxpriv --help')\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="jaxpriv", description="Exact privacy notions of finite mechanisms "
+                     "and audits of the published relations between them (levels in nats).")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    p = sub.add_parser("eval", help="all core levels of the mechanism in a JSON file")
+    p.add_argument("file", help="mechanism JSON (SPEC §4): {\"K\": [[...]], \"prior\": [...], ...}")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+    p = sub.add_parser("check", help="check one relation (R1, R2, ...) on a mechanism")
+    p.add_argument("relation", help="relation id, see 'jaxpriv relations'")
+    p.add_argument("file", help="mechanism or witness JSON")
+    p.add_argument("--parameter", type=float, default=None,
+                   help="condition parameter the bound is claimed at (ε for R3-R5, β for R6); "
+                        "default: the file's 'eps'/'beta', else the measured value")
+    p.add_argument("--law", default=None, help="ABP observation law: record (default) or output")
+    p.add_argument("--mu", type=float, default=None, help="PAC statistic μ (R6)")
+    p.add_argument("--alpha", type=float, default=None, help="PAC accuracy α (R6)")
+    p.add_argument("--d-true", type=int, default=None, help="the true secret (R6)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+    p = sub.add_parser("relations", help="list the registered relations")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.version:
+        from jaxpriv import __version__
+        print(__version__)
+        return 0
+    if args.command is None:
+        _parser().print_help()
+        return 2
+    try:
+        return {"eval": _eval, "check": _check, "relations": _relations}[args.command](args)
+    except InputError as e:
+        print(f"jaxpriv: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("jaxpriv: interrupted", file=sys.stderr)
+        return 130
+
+
+# -- eval --------------------------------------------------------------------------------------
+
+
+def _eval(args) -> int:
+    import jax
+
+    from jaxpriv import io, notions
+
+    mech, extras = io.load_mechanism(args.file)
+    with jax.enable_x64(True):
+        result: dict[str, Any] = {"n": mech.n, "m": mech.m}
+        result.update({k: _plain(v) for k, v in notions.levels(mech).items()})
+        if extras.get("q") is not None:
+            result["abp_q"] = _plain(notions.abp(mech, extras["q"]).level)
+        if mech.values is not None and _has(extras, "mu", "alpha"):
+            beta = notions.failure_probabilities(mech, extras["mu"], extras["alpha"])
+            result["pac_beta_vector"] = _plain(beta)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        _print_levels(result)
+    return 0
+
+
+_LABELS = {
+    "ldp": "LDP level ε_LDP", "mbp": "MBP level ξ", "abp": "ABP (record law, max over d*)",
+    "abp_mean": "ABP (record law, π-mean)", "abp_record": "ABP per true secret d*",
+    "abp_output": "ABP (output law, max over w)", "abp_output_vector": "ABP per output w",
+    "abp_q": "ABP (explicit law q)", "eps_unif": "prior vs uniform ε_unif",
+    "eps_bel": "belief vs prior ε_bel", "mi": "mutual information I(D;W)",
+    "pac_beta_vector": "failure probability β(d)",
+}
+
+
+def _print_levels(result: dict[str, Any]) -> None:
+    print(f"mechanism: {result['n']} secrets × {result['m']} outputs (levels in nats, float64)")
+    width = max(len(v) for v in _LABELS.values())
+    for key, label in _LABELS.items():
+        if key in result:
+            print(f"  {label:<{width}}  {_fmt(result[key])}")
+
+
+# -- check -------------------------------------------------------------------------------------
+
+
+def _check(args) -> int:
+    from jaxpriv import io, relations
+
+    relation = relations.get(args.relation)
+    mech, extras = io.load_mechanism(args.file)
+    if extras.get("relation") not in (None, relation.id):
+        print(f"jaxpriv: note: the file is a witness for {extras['relation']}, "
+              f"checking {relation.id}", file=sys.stderr)
+    options = {key: extras.get(key) for key in ("law", "q", "mu", "alpha", "d_true")}
+    for key in ("law", "mu", "alpha", "d_true"):
+        if getattr(args, key) is not None:
+            options[key] = getattr(args, key)
+    parameter = args.parameter
+    if parameter is None:
+        parameter = extras.get("eps", extras.get("beta"))
+    result = relation.check(mech, parameter=parameter, **options)
+    summary = {
+        "relation": relation.id,
+        "statement": relation.statement,
+        "sources": [str(s) for s in relation.sources],
+        "premise": _plain(result.premise),
+        "parameter": _plain(result.parameter),
+        "parameter_used": _plain(result.parameter_used),
+        "condition_holds": bool(result.condition_holds),
+        "conclusion": _plain(result.conclusion),
+        "bound": _plain(result.bound),
+        "slack": _plain(result.slack),
+        "violated": bool(result.violated),
+        "rtol": relations.RTOL,
+        "atol": relations.ATOL,
+    }
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        _print_check(relation, summary)
+    return 1 if summary["violated"] else 0
+
+
+def _print_check(relation, s: dict[str, Any]) -> None:
+    print(f"{relation.id}: {relation.statement}")
+    print(f"  sources     {', '.join(s['sources'])}")
+    print(f"  premise     {relation.premise} = {_fmt(s['premise'])}")
+    if relation.parameter is not None:
+        print(f"  parameter   {relation.parameter} = {_fmt(s['parameter'])}"
+              f" (bound taken at {_fmt(s['parameter_used'])})")
+    print(f"  condition   {relation.condition}: {'holds' if s['condition_holds'] else 'does not hold'}")
+    print(f"  conclusion  {relation.conclusion} = {_fmt(s['conclusion'])}")
+    print(f"  bound       {_fmt(s['bound'])}")
+    print(f"  slack       {_fmt(s['slack'])}  (bound / conclusion)")
+    if s["violated"]:
+        verdict = "VIOLATED (verified in float64, rtol=1e-9)"
+    elif s["condition_holds"]:
+        verdict = "holds"
+    else:
+        verdict = "not claimed (condition fails)"
+    print(f"  verdict     {verdict}")
+
+
+# -- relations ---------------------------------------------------------------------------------
+
+
+def _relations(args) -> int:
+    from jaxpriv import relations
+
+    rows = [{"id": r.id, "statement": r.statement, "sources": [str(s) for s in r.sources],
+             "premise": r.premise, "conclusion": r.conclusion, "condition": r.condition}
+            for r in relations.REGISTRY.values()]
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    for row in rows:
+        print(f"{row['id']:<4} {row['statement']}")
+        print(f"     condition: {row['condition']}; sources: {', '.join(row['sources'])}")
+    return 0
+
+
+# -- formatting --------------------------------------------------------------------------------
+
+
+def _has(d: dict, *keys: str) -> bool:
+    return all(d.get(k) is not None for k in keys)
+
+
+def _plain(v):
+    a = np.asarray(v, dtype=np.float64)
+    return a.tolist() if a.ndim else float(a)
+
+
+def _fmt(v) -> str:
+    if isinstance(v, list):
+        return "[" + ", ".join(_fmt(x) for x in v) + "]"
+    if isinstance(v, float) and math.isinf(v):
+        return "inf"
+    return f"{v:.10g}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
