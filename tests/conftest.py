@@ -1,0 +1,26 @@
+import jax
+import numpy as np
+import pytest
+
+
+@pytest.fixture
+def x64():
+    """Run the test body with float64 enabled."""
+    with jax.enable_x64(True):
+        yield
+
+
+def random_stochastic(rng: np.random.Generator, n: int, m: int, concentration: float = 1.0,
+                      zero_fraction: float = 0.0) -> np.ndarray:
+    """A random row-stochastic matrix, optionally with zeroed entries (never a zero row)."""
+    K = rng.dirichlet(np.full(m, concentration), size=n)
+    if zero_fraction:
+        mask = rng.random((n, m)) < zero_fraction
+        mask[np.arange(n), rng.integers(0, m, n)] = False
+        K = np.where(mask, 0.0, K)
+        K /= K.sum(axis=1, keepdims=True)
+    return K
+
+
+def random_prior(rng: np.random.Generator, n: int, concentration: float = 1.0) -> np.ndarray:
+    return rng.dirichlet(np.full(n, concentration))
