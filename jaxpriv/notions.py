@@ -31,7 +31,7 @@ from jaxtyping import Array, Bool, Float
 
 from jaxpriv import divergences
 from jaxpriv.errors import InputError
-from jaxpriv.mechanisms import Mechanism
+from jaxpriv.mechanisms import SUM_ATOL, Mechanism
 
 NEG_INF = -jnp.inf
 
@@ -95,9 +95,23 @@ def mbp_kernel(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"]
     return jnp.max(jnp.where(counted, jnp.abs(log_ratio), 0.0), axis=(-2, -1))
 
 
+class PosteriorShift(NamedTuple):
+    """What every ABP law needs, computed once per mechanism.
+
+    Attributes:
+      shift: ``P[d,w] − π(d)`` on possible outputs, 0 elsewhere; shape ``(*b, n, m)``.
+      marginal: ``p(w)``; shape ``(*b, m)``.
+      possible: ``p(w) > 0``; shape ``(*b, m)``.
+    """
+
+    shift: Float[Array, "*b n m"]
+    marginal: Float[Array, "*b m"]
+    possible: Bool[Array, "*b m"]
+
+
 def posterior_shift_kernel(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"]
-                           ) -> tuple[Float[Array, "*b n m"], Bool[Array, "*b m"]]:
-    """``P[d,w] − π(d)`` on possible outputs (0 elsewhere), without cancellation.
+                           ) -> PosteriorShift:
+    """``P[d,w] − π(d)`` without cancellation, with the output marginal.
 
     ``π·expm1(log(P/π))`` is exact to rounding for ``P ≈ π``; for ``P ≫ π`` it could overflow
     (``π`` tiny, ratio huge), so there the difference is taken in the ordinary way, where it
@@ -109,8 +123,8 @@ def posterior_shift_kernel(log_K: Float[Array, "*b n m"], log_prior: Float[Array
     large = log_ratio > 1.0
     direct = jnp.exp(log_prior[..., :, None] + jnp.where(large, log_ratio, 0.0)) - prior
     relative = prior * jnp.expm1(jnp.where(large, 0.0, log_ratio))
-    shift = jnp.where(large, direct, relative)
-    return jnp.where(possible[..., None, :], shift, 0.0), possible
+    shift = jnp.where(possible[..., None, :], jnp.where(large, direct, relative), 0.0)
+    return PosteriorShift(shift, jnp.exp(log_p), possible)
 
 
 def abp_kernel(
@@ -132,34 +146,49 @@ def abp_kernel(
     Returns:
       shape ``(*b, L)``.
     """
-    shift, possible = posterior_shift_kernel(log_K, log_prior)
-    return _abp_from_shift(shift, possible, log_prior, log_belief, laws)
+    posterior = posterior_shift_kernel(log_K, log_prior)
+    return _abp_for_laws(posterior, log_prior, log_belief, laws)
 
 
-def _abp_from_shift(shift, possible, log_prior, log_belief, laws):
-    kept = jnp.where(possible[..., None, :], laws, 0.0)
+def _abp_for_laws(posterior: PosteriorShift, log_prior, log_belief, laws):
+    """ABP for explicit laws.
+
+    ``F^A − π = Σ_w q(w)·shift[d,w] = Σ_w (q(w) − p(w))·shift[d,w]`` because
+    ``Σ_w p(w)·shift[d,w] = π(d)·Σ_w (K[d,w] − p(w)) = 0``. The second form is a product of two
+    small differences when the law is close to ``p`` (the record law of a nearly constant
+    mechanism), where the first would cancel to the last digit.
+    """
+    kept = jnp.where(posterior.possible[..., None, :], laws, 0.0)
     mass = jnp.sum(kept, axis=-1, keepdims=True)
-    kept = kept / jnp.where(mass > 0, mass, 1.0)
-    posterior_minus_prior = jnp.einsum("...lw,...dw->...ld", kept, shift)  # F^A − π
+    has_mass = mass > 0
+    kept = kept / jnp.where(has_mass, mass, 1.0)
+    deviation = jnp.where(has_mass, kept - posterior.marginal[..., None, :], 0.0)
+    delta = jnp.einsum("...lw,...dw->...ld", deviation, posterior.shift)
+    return _abp_from_delta(delta, log_prior, log_belief)
+
+
+def _abp_from_delta(delta, log_prior, log_belief):
+    """``sqrt(JS(π + delta ‖ b))`` per law, with ``P − Q = delta + (π − b)`` formed exactly."""
     prior = jnp.exp(log_prior)[..., None, :]
     belief = jnp.exp(log_belief)[..., None, :]
-    difference = posterior_minus_prior + (prior - belief)
-    total = prior + belief + posterior_minus_prior
-    return jnp.sqrt(divergences.js_from_moments(jnp.maximum(total, 0.0), difference))
+    difference = delta + (prior - belief)
+    total = jnp.maximum(prior + belief + delta, 0.0)
+    return jnp.sqrt(divergences.js_from_moments(total, difference))
 
 
 def abp_record_kernel(log_K, log_prior, log_belief) -> Float[Array, "*b n"]:
     """ABP under the ``record`` law: ``q = K[d*,·]``, one value per true secret ``d*``."""
-    shift, possible = posterior_shift_kernel(log_K, log_prior)
-    return _abp_from_shift(shift, possible, log_prior, log_belief, jnp.exp(log_K))
+    return abp_kernel(log_K, log_prior, log_belief, jnp.exp(log_K))
 
 
 def abp_output_kernel(log_K, log_prior, log_belief) -> Float[Array, "*b m"]:
-    """ABP under the ``output`` law: ``q = δ_w``, one value per output (0 for impossible ones)."""
-    shift, possible = posterior_shift_kernel(log_K, log_prior)
-    m = log_K.shape[-1]
-    values = _abp_from_shift(shift, possible, log_prior, log_belief, jnp.eye(m, dtype=log_K.dtype))
-    return jnp.where(possible, values, 0.0)
+    """ABP under the ``output`` law: ``q = δ_w``, one value per output (0 for impossible ones).
+
+    Here ``F^A − π`` is the shift column itself, taken directly (no cancellation to avoid).
+    """
+    posterior = posterior_shift_kernel(log_K, log_prior)
+    values = _abp_from_delta(jnp.swapaxes(posterior.shift, -1, -2), log_prior, log_belief)
+    return jnp.where(posterior.possible, values, 0.0)
 
 
 def eps_unif_kernel(log_prior: Float[Array, "*b n"]) -> Float[Array, "*b"]:
@@ -240,21 +269,18 @@ def abp(mech: Mechanism, law: Law = "record") -> ABP:
     Note (trap): ``q = p`` (the output marginal) gives ``F^A = π``, hence ``ε_pa = 0`` when
     ``b = π``, whatever the mechanism. The record law is the meaningful default.
     """
-    shift, possible = posterior_shift_kernel(mech.log_K, mech.log_prior)
     if isinstance(law, str) and law == "record":
-        vector = _abp_from_shift(shift, possible, mech.log_prior, mech.log_belief, mech.K)
+        vector = abp_record_kernel(mech.log_K, mech.log_prior, mech.log_belief)
         weights = mech.prior
     elif isinstance(law, str) and law == "output":
-        eye = jnp.eye(mech.m, dtype=mech.dtype)
-        vector = jnp.where(possible, _abp_from_shift(shift, possible, mech.log_prior,
-                                                     mech.log_belief, eye), 0.0)
+        vector = abp_output_kernel(mech.log_K, mech.log_prior, mech.log_belief)
         weights = jnp.exp(log_marginal_kernel(mech.log_K, mech.log_prior))
     elif isinstance(law, str):
         raise InputError(f"unknown observation law {law!r}; use 'record', 'output' or a vector q")
     else:
         q = _checked_law(law, mech.m)
         laws = jnp.broadcast_to(jnp.asarray(q, mech.dtype), (*mech.batch_shape, *q.shape[-2:]))
-        vector = _abp_from_shift(shift, possible, mech.log_prior, mech.log_belief, laws)
+        vector = abp_kernel(mech.log_K, mech.log_prior, mech.log_belief, laws)
         weights = jnp.full(vector.shape, 1.0 / vector.shape[-1], dtype=mech.dtype)
     counted = weights > 0
     level = jnp.max(jnp.where(counted, vector, 0.0), axis=-1)
@@ -341,7 +367,7 @@ def _checked_law(q, m: int) -> np.ndarray:
         raise InputError(f"observation law q must have shape ({m},) or (L, {m}), got {a.shape}")
     if not np.isfinite(a).all() or (a < 0).any():
         raise InputError("observation law q must be finite and non-negative")
-    if (np.abs(a.sum(axis=-1) - 1.0) > 1e-6).any():
+    if (np.abs(a.sum(axis=-1) - 1.0) > SUM_ATOL).any():
         raise InputError("observation law q must sum to 1")
     return np.atleast_2d(a / a.sum(axis=-1, keepdims=True))
 
