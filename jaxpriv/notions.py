@@ -173,7 +173,11 @@ def _abp_from_delta(delta, log_prior, log_belief):
     belief = jnp.exp(log_belief)[..., None, :]
     difference = delta + (prior - belief)
     total = jnp.maximum(prior + belief + delta, 0.0)
-    return jnp.sqrt(divergences.js_from_moments(total, difference))
+    js = divergences.js_from_moments(total, difference)
+    # sqrt has an infinite slope at 0 (ABP behaves like |F^A − b| there): give it the zero
+    # subgradient so the search sees no NaN at a constant mechanism.
+    positive = js > 0
+    return jnp.where(positive, jnp.sqrt(jnp.where(positive, js, 1.0)), 0.0)
 
 
 def abp_record_kernel(log_K, log_prior, log_belief) -> Float[Array, "*b n"]:
