@@ -27,8 +27,9 @@ from jaxtyping import Array, Float
 
 from jaxpriv.errors import InputError
 
-SUM_ATOL = 1e-6
-"""Rows of K, the prior and the belief must sum to 1 within this absolute tolerance."""
+SUM_ATOL = 1e-5
+"""Rows of K, the prior and the belief must sum to 1 within this absolute tolerance
+(enough for six typed decimals, ``0.333333 × 3``; the accepted rows are then renormalized)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -228,8 +229,10 @@ def _as_float64(x, name: str, min_ndim: int) -> np.ndarray:
     return a
 
 
-def _first(mask: np.ndarray) -> tuple[int, ...]:
-    return tuple(int(i) for i in np.argwhere(mask)[0])
+def _first(mask: np.ndarray):
+    """Index of the first True entry: an int for vectors, a tuple otherwise."""
+    index = tuple(int(i) for i in np.argwhere(mask)[0])
+    return index[0] if len(index) == 1 else index
 
 
 def _checked_stochastic(x, name: str, min_ndim: int) -> np.ndarray:

@@ -1,0 +1,151 @@
+"""The relation registry: checks, conditions, tolerances, and the R6 finding."""
+
+import math
+
+import jax
+import numpy as np
+import pytest
+
+from conftest import random_prior
+from jaxpriv import InputError, Mechanism, families, relations
+from jaxpriv.relations import Relation, Source
+
+
+def test_registry_has_r1_to_r6_with_sources():
+    assert [r for r in relations.REGISTRY if r in {f"R{i}" for i in range(1, 7)}] == \
+        [f"R{i}" for i in range(1, 7)]
+    for relation in relations.REGISTRY.values():
+        assert relation.sources, relation.id
+        for source in relation.sources:
+            assert source.paper in relations.PAPERS
+    assert relations.get("r5") is relations.REGISTRY["R5"]
+    with pytest.raises(InputError, match="unknown relation 'R99'"):
+        relations.get("R99")
+
+
+def test_binary_rr_slack_closed_form():
+    # Binary RR, uniform prior: LDP = ε and MBP = log((1+e^ε)/2), so R1's slack is ε/MBP and
+    # R2's is 2·MBP/ε.
+    eps = np.array([0.1, 1.0, 4.0])
+    mech = families.randomized_response(eps)
+    mbp = np.log((1 + np.exp(eps)) / 2)
+    r1, r2 = relations.get("R1").check(mech), relations.get("R2").check(mech)
+    assert r1.condition_holds.all() and not r1.violated.any()
+    np.testing.assert_allclose(r1.slack, eps / mbp, rtol=1e-6)
+    np.testing.assert_allclose(r2.slack, 2 * mbp / eps, rtol=1e-6)
+
+
+def test_uniform_condition_fails_for_skewed_prior(x64):
+    mech = families.randomized_response(1.0, prior=np.array([0.3, 0.7]))
+    result = relations.get("R1").check(mech)
+    assert not result.condition_holds and not result.violated
+    assert result.parameter == pytest.approx(math.log(0.7 / 0.3), rel=1e-12)
+
+
+def test_parameter_given_below_measured_means_no_claim():
+    mech = families.k_randomized_response(3, 2.0, prior=np.array([0.2, 0.3, 0.5]))
+    measured = relations.get("R3").check(mech)
+    assert measured.condition_holds and measured.parameter_used == measured.parameter
+    below = relations.get("R3").check(mech, parameter=0.5 * float(measured.parameter))
+    assert not below.condition_holds and not below.violated
+    above = relations.get("R3").check(mech, parameter=10.0)
+    assert above.condition_holds and above.bound == pytest.approx(float(above.premise) + 10.0)
+
+
+def test_r5_uses_belief_distance():
+    rng = np.random.default_rng(5)
+    mech = Mechanism.from_K(rng.dirichlet(np.ones(4), size=4), random_prior(rng, 4),
+                            random_prior(rng, 4))
+    result = relations.get("R5").check(mech)
+    assert result.parameter > 0 and result.condition_holds and not result.violated
+    x, e = float(result.premise), float(result.parameter)
+    assert float(result.bound) == pytest.approx(math.sqrt(0.5 * (x + e) * math.expm1(x + e)))
+
+
+def test_no_false_alarms_for_true_bounds_on_many_mechanisms_including_extreme_ones():
+    # R1–R5 hold (R1, R3: K/p is a mixture ratio; R2, R4: ratio of two such; R5 checked here
+    # empirically). Extreme mechanisms: near-deterministic rows, 1e-300 entries, tiny priors.
+    rng = np.random.default_rng(11)
+    with jax.enable_x64(True):
+        for n, m in ((2, 2), (3, 5), (6, 6)):
+            for concentration in (0.005, 0.5, 50.0):
+                K = rng.dirichlet(np.full(m, concentration), size=(3000, n))
+                K = np.maximum(K, 1e-300)
+                K /= K.sum(-1, keepdims=True)
+                prior = rng.dirichlet(np.full(n, 0.3), size=3000)
+                belief = rng.dirichlet(np.full(n, 0.3), size=3000)
+                for rid, p, b in (("R1", None, None), ("R2", None, None), ("R3", prior, None),
+                                  ("R4", prior, None), ("R5", prior, belief)):
+                    result = relations.get(rid).check(Mechanism.from_K(K, p, b))
+                    assert not result.violated.any(), (rid, n, m, concentration)
+                    assert not np.isnan(result.slack).any()
+                    assert (result.slack[result.condition_holds] >= 1.0 - 1e-9).all()
+
+
+def test_tolerance_prevents_rounding_alarms():
+    # A conclusion exactly at its bound (R2 is tight when the bound is attained) is not a
+    # violation, even when rounding puts it a hair above.
+    relation = relations.Relation(
+        id="TEST-EXACT", statement="LDP ≤ LDP", sources=(Source("003", "none"),),
+        premise="ldp", conclusion="ldp", condition="none", bound=lambda x, e: x * (1 - 1e-13))
+    result = relation.check(families.randomized_response(np.linspace(0.1, 5, 50)))
+    assert not result.violated.any()
+
+
+def test_injected_false_bound_is_reported_violated():
+    relation = relations.register(Relation(
+        id="TEST-TOO-TIGHT", statement="ξ-MBP ⇒ LDP ≤ ξ (deliberately false)",
+        sources=(Source("003", "Lemma 5.2, halved"),), premise="mbp", conclusion="ldp",
+        condition="π uniform", parameter="eps_unif", parameter_limit=relations.UNIFORM_TOL,
+        bound=lambda x, eps: x), replace=True)
+    try:
+        result = relations.get("TEST-TOO-TIGHT").check(families.randomized_response(1.0))
+        assert result.violated and result.slack < 1
+    finally:
+        del relations.REGISTRY[relation.id]
+
+
+def r6_witness(xi: float, s: float = 0.05, p0: float = 0.01) -> Mechanism:
+    """MBP exactly ξ with failure probabilities β(1)/β(0) = e^{2ξ} (the LDP extreme).
+
+    Secrets 0, 1 have prior s each and report the 'far' output 0 with probabilities e^{−ξ}p0
+    and e^{ξ}p0; secret 2 (prior 1−2s) puts c·p0 there with c chosen so that p(0) = p0. Every
+    ratio K/p is then within [e^{−ξ}, e^{ξ}] (output 1's ratios are ≈ 1).
+    """
+    c = (1 - 2 * s * math.cosh(xi)) / (1 - 2 * s)
+    K = [[math.exp(-xi) * p0, 1 - math.exp(-xi) * p0],
+         [math.exp(xi) * p0, 1 - math.exp(xi) * p0],
+         [c * p0, 1 - c * p0]]
+    with jax.enable_x64(True):
+        return Mechanism.from_K(K, [s, s, 1 - 2 * s], values=[10.0, 0.0])
+
+
+@pytest.mark.parametrize("xi", [0.7, 0.8, 0.9, 1.0])
+def test_r6_is_false_for_xi_above_0_628(xi):
+    # FINDING (002 Thm IV.7 / A.9): the proof's step e^{2ξ} ≤ 1 + 2ξ + 4ξ² ≤ 1 + 4ξ needs
+    # ξ ≤ ½ for the second inequality; the claim itself fails once e^{2ξ} > 1 + 4ξ, ξ > 0.6282.
+    result = relations.get("R6").check(r6_witness(xi), mu=0.0, alpha=1.0, d_true=0)
+    assert result.premise == pytest.approx(xi, rel=1e-12)
+    assert result.condition_holds and result.violated
+    assert result.conclusion / result.parameter == pytest.approx(math.exp(2 * xi), rel=1e-12)
+    assert result.slack == pytest.approx((1 + 4 * xi) / math.exp(2 * xi), rel=1e-12)
+
+
+@pytest.mark.parametrize("xi", [0.1, 0.4, 0.6])
+def test_r6_holds_below_the_crossover_for_the_extreme_witness(xi):
+    result = relations.get("R6").check(r6_witness(xi), mu=0.0, alpha=1.0, d_true=0)
+    assert result.condition_holds and not result.violated
+    assert result.slack == pytest.approx((1 + 4 * xi) / math.exp(2 * xi), rel=1e-12)
+
+
+def test_r6_needs_its_options():
+    with pytest.raises(InputError, match="needs 'd_true'"):
+        relations.get("R6").check(r6_witness(0.5), mu=0.0, alpha=1.0)
+    with pytest.raises(InputError, match="need output values"):
+        relations.get("R6").check(families.randomized_response(0.5), mu=0.0, alpha=1.0, d_true=0)
+
+
+def test_slack_conventions():
+    s = np.asarray(relations.slack(np.array([1.0, np.inf, 2.0, 0.0, 1.0]),
+                                   np.array([0.0, 1.0, np.inf, 0.0, 2.0])))
+    np.testing.assert_array_equal(s, [np.inf, np.inf, 0.0, np.inf, 0.5])
