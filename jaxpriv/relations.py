@@ -59,7 +59,7 @@ NotionFn = Callable[[Mechanism, dict[str, Any]], jax.Array]
 
 def _option(options: dict[str, Any], key: str, relation_hint: str):
     if options.get(key) is None:
-        raise InputError(f"{relation_hint} needs '{key}' (in the witness file or as an option)")
+        raise InputError(f"{relation_hint} need '{key}' (in the witness file or as an option)")
     return options[key]
 
 

@@ -1,0 +1,131 @@
+"""The command line: output contract, exit codes, and one-line errors for bad input."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import reference
+from jaxpriv import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_cli(capsys, *args):
+    code = cli.main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+BAD_FILES = {
+    "malformed": ("{\"K\": [[0.5, 0.5]", "malformed JSON"),
+    "negative": ('{"K": [[1.2, -0.2], [0.5, 0.5]]}', "negative entry"),
+    "row-sum": ('{"K": [[0.5, 0.4], [0.5, 0.5]]}', "must sum to 1"),
+    "ragged": ('{"K": [[0.5, 0.5], [1.0]]}', "equal length"),
+    "prior-shape": ('{"K": [[0.5, 0.5], [0.5, 0.5]], "prior": [1.0]}', "prior has 1 entries"),
+    "nan": ('{"K": [[NaN, 1.0], [0.5, 0.5]]}', "NaN"),
+    "vector": ('{"K": [0.5, 0.5]}', "must be a matrix"),
+    "strings": ('{"K": [["0.5", "0.5"]]}', "array of numbers"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_FILES))
+@pytest.mark.parametrize("command", ["eval", "check"])
+def test_bad_input_exits_2_with_one_line(tmp_path, capsys, name, command):
+    content, message = BAD_FILES[name]
+    path = tmp_path / f"{name}.json"
+    path.write_text(content)
+    args = ["eval", str(path)] if command == "eval" else ["check", "R1", str(path)]
+    code, out, err = run_cli(capsys, *args)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("jaxpriv: error: ") and message in err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["eval", "/nonexistent.json"], "no such file"),
+    (["check", "R42", "examples/krr4.json"], "unknown relation"),
+    (["check", "R6", "examples/krr4.json"], "need 'mu'"),
+    (["check", "R6", "examples/krr4.json", "--mu", "0", "--alpha", "1", "--d-true", "0"],
+     "need output values"),
+])
+def test_other_errors_exit_2(capsys, args, message):
+    os.chdir(ROOT)
+    code, out, err = run_cli(capsys, *args)
+    assert code == 2 and message in err and err.count("\n") == 1
+
+
+def test_usage_errors_are_one_line_in_a_real_process(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"K": [[0.5, 0.6]]}')
+    for args in (["eval", str(bad)], ["frobnicate"], ["eval"], ["check", "R1"]):
+        proc = subprocess.run([sys.executable, "-m", "jaxpriv.cli", *args], capture_output=True,
+                              text=True, cwd=ROOT)
+        assert proc.returncode == 2, args
+        assert "Traceback" not in proc.stderr
+        assert proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_eval_json_contract(capsys):
+    os.chdir(ROOT)
+    code, out, _ = run_cli(capsys, "eval", "examples/krr4.json", "--json")
+    assert code == 0
+    data = json.loads(out)
+    for key in ("ldp", "mbp", "abp", "abp_record", "abp_output", "eps_unif", "eps_bel", "mi"):
+        assert key in data
+    with open(ROOT / "examples/krr4.json") as f:
+        spec = json.load(f)
+    expected = reference.levels(spec["K"], spec["prior"], spec["belief"])
+    for key, value in expected.items():
+        assert data[key] == pytest.approx(value, rel=1e-9, abs=1e-14), key
+
+
+def test_eval_writes_infinity_for_infinite_levels(tmp_path, capsys):
+    path = tmp_path / "id.json"
+    path.write_text('{"K": [[1, 0], [0, 1]]}')
+    code, out, _ = run_cli(capsys, "eval", str(path), "--json")
+    assert code == 0 and '"ldp": Infinity' in out and json.loads(out)["mbp"] == float("inf")
+    code, out, _ = run_cli(capsys, "eval", str(path))
+    assert code == 0 and re.search(r"LDP level .* inf", out)
+
+
+def test_check_exit_codes(capsys):
+    os.chdir(ROOT)
+    code, out, _ = run_cli(capsys, "check", "R6", "examples/r6_counterexample.json")
+    assert code == 1 and "VIOLATED" in out
+    code, out, _ = run_cli(capsys, "check", "R6", "examples/r6_counterexample.json", "--json")
+    data = json.loads(out)
+    assert code == 1 and data["violated"] and data["slack"] < 1
+    code, out, _ = run_cli(capsys, "check", "R4", "examples/krr4.json")
+    assert code == 0 and "holds" in out
+    code, out, _ = run_cli(capsys, "check", "R1", "examples/krr4.json")
+    assert code == 0 and "condition fails" in out
+
+
+def test_relations_listing(capsys):
+    code, out, _ = run_cli(capsys, "relations", "--json")
+    assert code == 0 and [r["id"] for r in json.loads(out)][:6] == [f"R{i}" for i in range(1, 7)]
+
+
+def test_readme_quickstart_commands_are_the_ones_ci_runs():
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"## Quickstart.*?```(?:bash|sh)?\n(.*?)```", readme, re.S).group(1)
+    commands = [line for line in block.splitlines() if line.strip() and not line.startswith("#")]
+    assert len(commands) == 2
+    assert "jaxpriv eval examples/" in commands[0] or "jaxpriv audit" in commands[0]
+    assert "pytest" in commands[1]
+    assert "pytest" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_readme_python_example_runs():
+    readme = (ROOT / "README.md").read_text()
+    example = re.search(r"```python\n(.*?)```", readme, re.S).group(1)
+    namespace: dict = {}
+    from jaxpriv import relations
+    try:
+        exec(compile(example, "README.md", "exec"), namespace)  # the example asserts its output
+    finally:
+        relations.REGISTRY.pop("MY1", None)
