@@ -149,3 +149,12 @@ def test_slack_conventions():
     s = np.asarray(relations.slack(np.array([1.0, np.inf, 2.0, 0.0, 1.0]),
                                    np.array([0.0, 1.0, np.inf, 0.0, 2.0])))
     np.testing.assert_array_equal(s, [np.inf, np.inf, 0.0, np.inf, 0.5])
+
+
+def test_r2_is_attained_by_4ary_rr_at_eps_2ln3_and_not_reported_violated(x64):
+    # 4-RR: ξ = max(B, ε − B), B = log((e^ε+3)/4). The branches meet where e^{ε/2} = 3
+    # (x² − 4x + 3 = 0), i.e. ε = 2 ln 3, where ξ = ε/2 and LDP = ε = 2ξ: R2 holds with equality.
+    mech = families.k_randomized_response(4, 2 * math.log(3))
+    result = relations.get("R2").check(mech)
+    assert result.slack == pytest.approx(1.0, abs=1e-12)
+    assert result.condition_holds and not result.violated
