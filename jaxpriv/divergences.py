@@ -112,5 +112,8 @@ def kl(p: Float[Array, "... k"], q: Float[Array, "... k"]) -> Float[Array, "..."
 
 
 def tv(p: Float[Array, "... k"], q: Float[Array, "... k"]) -> Float[Array, "..."]:
-    """Total variation distance (statistical difference, SD) ``½ Σ |P − Q|``, in ``[0, 1]``."""
-    return 0.5 * jnp.sum(jnp.abs(p - q), axis=-1)
+    """Total variation distance (statistical difference, SD) ``½ Σ |P − Q|``, in ``[0, 1]``.
+
+    Clipped to 1: for disjoint supports rounding can give ``1 + ulp``.
+    """
+    return jnp.minimum(0.5 * jnp.sum(jnp.abs(p - q), axis=-1), 1.0)

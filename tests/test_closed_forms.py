@@ -153,3 +153,10 @@ def test_mechanism_from_log_K_matches_from_K(x64):
     b = Mechanism.from_log_K(np.log(K), np.log([0.3, 0.7]))
     for key, va in notions.levels(a).items():
         np.testing.assert_allclose(np.asarray(va), np.asarray(notions.levels(b)[key]), rtol=1e-14)
+
+
+def test_tv_of_disjoint_supports_is_exactly_one(x64):
+    # Found by hypothesis: the sum of |P−Q| rounded to 1 + 2^-52 for these disjoint laws.
+    P = jnp.array([0.0, 0.0, 0.0, 0.0, 0.73105858, 0.26894142])
+    Q = jnp.array([0.47628706, 0.02371294, 0.02371294, 0.47628706, 0.0, 0.0])
+    assert float(divergences.tv(P / P.sum(), Q / Q.sum())) <= 1.0
