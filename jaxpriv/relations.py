@@ -162,6 +162,31 @@ def slack(bound, conclusion):
     return jnp.where(vacuous, jnp.inf, ratio)
 
 
+def evaluate(relation: Relation, mech: Mechanism, *, parameter=None, rtol: float = RTOL,
+             atol: float = ATOL, **options: Any) -> CheckResult:
+    """The check's arithmetic in the mechanism's own dtype, as JAX arrays (jit-able).
+
+    The sweep runs this in float32 to find candidates; :func:`check` runs it in float64 to
+    decide. Arguments as in :func:`check`.
+    """
+    x = _evaluate(relation.premise, mech, options)
+    y = _evaluate(relation.conclusion, mech, options)
+    if relation.parameter is None:
+        measured = jnp.zeros_like(x)
+    else:
+        measured = _evaluate(relation.parameter, mech, options)
+    used = measured if parameter is None else jnp.broadcast_to(
+        jnp.asarray(parameter, x.dtype), measured.shape)
+    holds = measured <= used
+    if relation.parameter_limit is not None:
+        holds &= measured <= relation.parameter_limit
+    if relation.premise_limit is not None:
+        holds &= x <= relation.premise_limit
+    bound = relation.bound(x, used)
+    violated = holds & (y > bound * (1.0 + rtol) + atol)
+    return CheckResult(relation.id, x, measured, used, holds, y, bound, slack(bound, y), violated)
+
+
 def check(relation: Relation, mech: Mechanism, *, parameter=None, rtol: float = RTOL,
           atol: float = ATOL, **options: Any) -> CheckResult:
     """Check ``relation`` on ``mech`` (any batch shape), recomputing every level in float64.
@@ -175,27 +200,12 @@ def check(relation: Relation, mech: Mechanism, *, parameter=None, rtol: float = 
       **options: what the notions need: ``law`` or ``q`` (ABP), ``mu``, ``alpha``, ``d_true`` (PAC).
 
     Returns:
-      a :class:`CheckResult`.
+      a :class:`CheckResult` of float64 numpy arrays.
     """
     with jax.enable_x64(True):
-        mech = mech.astype(jnp.float64)
-        x = _evaluate(relation.premise, mech, options)
-        y = _evaluate(relation.conclusion, mech, options)
-        if relation.parameter is None:
-            measured = jnp.zeros_like(x)
-        else:
-            measured = _evaluate(relation.parameter, mech, options)
-        used = measured if parameter is None else jnp.broadcast_to(
-            jnp.asarray(parameter, jnp.float64), measured.shape)
-        holds = measured <= used
-        if relation.parameter_limit is not None:
-            holds &= measured <= relation.parameter_limit
-        if relation.premise_limit is not None:
-            holds &= x <= relation.premise_limit
-        bound = relation.bound(x, used)
-        violated = holds & (y > bound * (1.0 + rtol) + atol)
-        out = (x, measured, used, holds, y, bound, slack(bound, y), violated)
-        return CheckResult(relation.id, *(np.asarray(a) for a in out))
+        result = evaluate(relation, mech.astype(jnp.float64), parameter=parameter, rtol=rtol,
+                          atol=atol, **options)
+        return CheckResult(relation.id, *(np.asarray(a) for a in result[1:]))
 
 
 def _evaluate(notion: str, mech: Mechanism, options: dict[str, Any]) -> jax.Array:
