@@ -51,6 +51,24 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--d-true", type=int, default=None, help="the true secret (R6)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
+    p = sub.add_parser("sweep", help="evaluate a relation over many random mechanisms")
+    p.add_argument("--relation", required=True, help="relation id, or 'all'")
+    p.add_argument("--n", type=int, default=8, help="secrets (default 8)")
+    p.add_argument("--m", type=int, default=8, help="outputs (default 8)")
+    p.add_argument("--count", type=int, default=1_000_000, help="mechanisms per relation")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--chunk", type=int, default=None,
+                   help="mechanisms per step (default: from --memory-mb)")
+    p.add_argument("--memory-mb", type=float, default=1024.0,
+                   help="device memory budget that sets the chunk size (default 1024)")
+    p.add_argument("--bins", type=int, default=40, help="premise bins (default 40)")
+    p.add_argument("--out", required=True, help="run directory (one sub-directory per "
+                   "relation with --relation all)")
+    p.add_argument("--resume", action="store_true", help="continue a killed run in --out")
+    p.add_argument("--distributed", action="store_true",
+                   help="call jax.distributed.initialize() first (multi-host runs)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
     p = sub.add_parser("relations", help="list the registered relations")
     p.add_argument("--json", action="store_true", help="print JSON")
     return parser
@@ -66,7 +84,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _parser().print_help()
         return 2
     try:
-        return {"eval": _eval, "check": _check, "relations": _relations}[args.command](args)
+        commands = {"eval": _eval, "check": _check, "sweep": _sweep, "relations": _relations}
+        return commands[args.command](args)
     except InputError as e:
         print(f"jaxpriv: error: {e}", file=sys.stderr)
         return 2
@@ -176,6 +195,42 @@ def _print_check(relation, s: dict[str, Any]) -> None:
     else:
         verdict = "not claimed (condition fails)"
     print(f"  verdict     {verdict}")
+
+
+# -- sweep -------------------------------------------------------------------------------------
+
+
+def _sweep(args) -> int:
+    from pathlib import Path
+
+    import jax
+
+    from jaxpriv import relations, sweep
+
+    if args.distributed:
+        jax.distributed.initialize()
+    if args.bins < 1:
+        raise InputError(f"--bins must be >= 1, got {args.bins}")
+    ids = list(relations.REGISTRY) if args.relation.strip().lower() == "all" else [
+        relations.get(args.relation).id]
+    configs = [sweep.make_config(rid, args.n, args.m, args.count, args.seed, args.chunk,
+                                 args.memory_mb, x_bins=args.bins) for rid in ids]
+    out = Path(args.out)
+    worst_code = 0
+    for config in configs:
+        run_dir = out / config.relation if len(configs) > 1 else out
+        # with --relation all, a relation not reached before the kill starts afresh
+        resume = args.resume and (len(configs) == 1
+                                  or (run_dir / sweep.CHECKPOINT_META).exists())
+        result = sweep.run(config, run_dir, resume=resume, progress=not args.quiet)
+        summary = json.loads((run_dir / "summary.json").read_text())
+        worst = summary["worst_slack"]
+        print(f"{config.relation}: {config.count:,} mechanisms in {result.seconds:.1f} s "
+              f"({summary['mechanisms_per_second']:,.0f}/s); worst slack "
+              f"{'n/a' if worst is None else f'{worst:.6g}'}; "
+              f"verified violations {result.violation_count} -> {run_dir}")
+        worst_code = max(worst_code, 1 if result.violation_count else 0)
+    return worst_code
 
 
 # -- relations ---------------------------------------------------------------------------------

@@ -1,0 +1,166 @@
+"""Run-directory outputs of a sweep: ``summary.json``, ``envelope.csv``, witnesses, a plot.
+
+Output contract (relied on by scripts and the audit):
+
+* ``summary.json``: ``relation``, ``count``, ``seconds``, ``mechanisms_per_second``,
+  ``worst_slack``, ``violations`` (witness paths relative to the run directory), ``devices``,
+  ``versions``, and more.
+* ``envelope.csv``: one row per non-empty (premise bin × parameter bin) cell with columns
+  ``x`` (the bin's upper premise edge), ``param`` (upper parameter edge), ``premise``,
+  ``parameter``, ``conclusion`` (float64 levels of the cell's best witness), ``bound``
+  (the claim at the cell's upper edges), ``slack`` (``bound / conclusion``), ``count``,
+  ``witness`` (file relative to the run directory).
+
+Every number written here is recomputed in float64 from the saved witness.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import platform
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxpriv import io, relations
+
+ENVELOPE_COLUMNS = ("x", "param", "premise", "parameter", "conclusion", "bound", "slack", "count",
+                    "witness")
+
+
+def _versions() -> dict[str, str]:
+    import matplotlib
+    import optax
+
+    from jaxpriv import __version__
+    return {"jaxpriv": __version__, "jax": jax.__version__, "numpy": np.__version__,
+            "optax": optax.__version__, "matplotlib": matplotlib.__version__,
+            "python": platform.python_version()}
+
+
+def envelope_rows(out_dir: Path, result, relation: relations.Relation) -> list[dict]:
+    """Re-check each cell's best mechanism in float64, save it, and tabulate the envelope."""
+    from jaxpriv.sweep import mechanism_of, setup_for
+
+    config = result.config
+    options = setup_for(config.relation).options
+    has_values = setup_for(config.relation).sampler(config.n, config.m).values
+    env = jax.tree_util.tree_map(np.asarray, result.state.envelope)
+    counts = np.asarray(result.state.cell_count)
+    rows = []
+    for cell in np.flatnonzero(env.score > -np.inf):
+        x_bin, p_bin = divmod(int(cell), config.param_bins)
+        x_edge = config.x_max * (x_bin + 1) / config.x_bins
+        p_edge = config.param_max * (p_bin + 1) / config.param_bins if config.param_bins > 1 \
+            else None
+        mech = mechanism_of(env.log_K[cell], env.log_prior[cell], env.log_belief[cell],
+                            env.values[cell], has_values)
+        checked = relation.check(mech, **options)
+        name = f"witnesses/bins/x{x_bin:03d}-p{p_bin:02d}.json"
+        io.save_mechanism(out_dir / name, mech, relation=relation.id,
+                          index=int(env.index[cell]), **options)
+        with jax.enable_x64(True):
+            used = float(checked.parameter) if p_edge is None else p_edge
+            bound = float(relation.bound(jnp.float64(x_edge), jnp.float64(used)))
+            slack = float(relations.slack(bound, float(checked.conclusion)))
+        rows.append({"x": x_edge, "param": "" if p_edge is None else p_edge,
+                     "premise": float(checked.premise), "parameter": float(checked.parameter),
+                     "conclusion": float(checked.conclusion), "bound": bound, "slack": slack,
+                     "count": int(counts[cell]), "witness": name})
+    return rows
+
+
+def worst_slack(result, relation: relations.Relation) -> float | None:
+    """Float64 slack of the overall lowest-slack mechanism (``None`` if none qualified)."""
+    from jaxpriv.sweep import mechanism_of, setup_for
+
+    worst = jax.tree_util.tree_map(np.asarray, result.state.worst)
+    if worst.score[0] == -np.inf:
+        return None
+    setup = setup_for(result.config.relation)
+    mech = mechanism_of(worst.log_K[0], worst.log_prior[0], worst.log_belief[0],
+                        worst.values[0], setup.sampler(result.config.n, result.config.m).values)
+    slack = float(relation.check(mech, **setup.options).slack)
+    found = [v["slack"] for v in result.violations]
+    return min([slack, *found])
+
+
+def write_sweep(out_dir: Path, result, relation: relations.Relation) -> dict:
+    """Write ``summary.json``, ``envelope.csv`` and ``envelope.png`` for a finished sweep."""
+    config = result.config
+    rows = envelope_rows(out_dir, result, relation)
+    with open(out_dir / "envelope.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=ENVELOPE_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    worst = worst_slack(result, relation)
+    summary = {
+        "relation": config.relation,
+        "statement": relation.statement,
+        "sources": [str(s) for s in relation.sources],
+        "count": config.count,
+        "evaluated_with_condition": int(result.state.evaluated),
+        "seconds": result.seconds,
+        "mechanisms_per_second": config.count / result.seconds if result.seconds else None,
+        "worst_slack": worst,
+        "violation_count": result.violation_count,
+        "violations": [v["file"] for v in result.violations if v["file"]],
+        "violation_details": result.violations,
+        "envelope_kind": "lower bound (random sweep)",
+        "config": dataclasses.asdict(config),
+        "devices": [str(d) for d in jax.devices()],
+        "versions": _versions(),
+    }
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    plot_envelope(out_dir / "envelope.png", rows, config, relation)
+    return summary
+
+
+def plot_envelope(path: Path, rows: list[dict], config, relation: relations.Relation) -> None:
+    """Claimed bound vs the sweep envelope (one colour per parameter bin), slack underneath."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6.5), sharex=True,
+                                      gridspec_kw={"height_ratios": [2, 1]})
+    params = sorted({r["param"] for r in rows}, key=lambda p: -1 if p == "" else p)
+    colours = plt.cm.viridis(np.linspace(0, 0.9, max(len(params), 1)))
+    grid = np.linspace(0, config.x_max, 200)
+    for colour, param in zip(colours, params):
+        sel = sorted((r for r in rows if r["param"] == param), key=lambda r: r["x"])
+        label = "" if param == "" else f" ({relation.parameter} ≤ {param:.3g})"
+        xs = [r["x"] for r in sel]
+        top.step(xs, [r["conclusion"] for r in sel], where="pre", color=colour,
+                 label=f"sweep envelope{label}")
+        with jax.enable_x64(True):
+            p = 0.0 if param == "" else param
+            curve = np.asarray(relation.bound(jnp.asarray(grid), jnp.float64(p)))
+        if param == "":
+            top.plot(grid, curve, "--", color="k", label=f"claimed bound ({relation.id})")
+        else:
+            top.plot(grid, curve, "--", color=colour, alpha=0.7)
+        bottom.plot(xs, [r["slack"] for r in sel], "o-", ms=3, color=colour)
+    top.set_ylabel(f"{relation.conclusion} (conclusion level)")
+    top.set_title(f"{relation.id}: {relation.statement}\n{config.count:,} random "
+                  f"{config.n}×{config.m} mechanisms (sweep = lower bound on the envelope)",
+                  fontsize=9)
+    finite = [r["conclusion"] for r in rows if np.isfinite(r["conclusion"])]
+    if finite:
+        top.set_ylim(0, 1.15 * max(max(finite), 1e-12))
+    top.legend(fontsize=7)
+    top.grid(alpha=0.3)
+    bottom.axhline(1.0, color="r", lw=1, label="slack = 1 (violation below)")
+    bottom.set_yscale("log")
+    bottom.set_ylabel("slack = bound / envelope")
+    bottom.set_xlabel(f"{relation.premise} (premise level, nats; bin upper edge)")
+    bottom.legend(fontsize=7)
+    bottom.grid(alpha=0.3, which="both")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

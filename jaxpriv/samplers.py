@@ -1,0 +1,137 @@
+"""Random mechanisms, priors, beliefs and output values, on device, batched and seeded.
+
+Every draw is a pure function of a PRNG key and static shapes. With JAX's partitionable
+threefry (the default) the values do not depend on how the batch is sharded across devices, so a
+sweep gives the same mechanisms on 1 or 8 devices.
+
+Mechanism rows come from a mixture chosen per mechanism, so the sampled MBP/LDP levels cover
+roughly 0 to 10 nats rather than one narrow band:
+
+* Dirichlet-like rows, concentration log-uniform in ``[1e-2, 1e2]``: log-gamma variates from the
+  Wilson–Hilferty cube (one normal each) with ``G(α) = G(α+1)·U^{1/α}`` below 1, in log space so
+  tiny concentrations do not underflow. It is an approximation of the Dirichlet law — harmless
+  here, since the sampler only has to spread mechanisms widely and every level is then computed
+  exactly — and about ten times cheaper than JAX's rejection sampler;
+* softmax of Gaussian logits, scale log-uniform in ``[1e-2, 1e1]``;
+* k-ary randomized response with ``ε`` uniform in ``[0, 8]`` (when ``n = m``; otherwise a
+  Gaussian-logit row);
+* any of the above made sparse (each entry zeroed with probability up to ½, never a whole row).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+from jax.scipy.special import logsumexp
+from jaxtyping import Array, Float, PRNGKeyArray
+
+from jaxpriv.mechanisms import Mechanism
+
+PriorKind = Literal["uniform", "close", "dirichlet"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplerSpec:
+    """What to draw (static: it shapes the compiled computation).
+
+    Attributes:
+      n, m: secrets and outputs.
+      prior: ``"uniform"``; ``"close"`` (``ε_unif(π)`` exactly ε, ε uniform in ``[0, eps_max]``);
+        ``"dirichlet"`` (half uniform, half Dirichlet with log-uniform concentration).
+      belief_eps_max: if > 0, the belief is the prior tilted by up to this much per secret
+        (``ε_bel ≤ 2·belief_eps_max``); else the belief is the prior.
+      eps_max: range of ε for ``prior="close"``.
+      values: draw output values in ``{0, 10}`` (for the PAC notions with ``μ=0, α=1``).
+      sparse_fraction: share of mechanisms with zeroed entries.
+    """
+
+    n: int
+    m: int
+    prior: PriorKind = "dirichlet"
+    belief_eps_max: float = 0.0
+    eps_max: float = 3.0
+    values: bool = False
+    sparse_fraction: float = 0.15
+
+
+def _log_uniform(key, shape, low, high):
+    return jnp.exp(jax.random.uniform(key, shape, minval=jnp.log(low), maxval=jnp.log(high)))
+
+
+def log_gamma_approx(key: PRNGKeyArray, alpha: Float[Array, "..."]) -> Float[Array, "..."]:
+    """``log G``, ``G ≈ Gamma(α)``: Wilson–Hilferty for ``α+1``, then ``+ log(U)/α``."""
+    k_normal, k_uniform = jax.random.split(key)
+    shape = 1.0 + alpha
+    z = jax.random.normal(k_normal, alpha.shape)
+    cube = 1.0 - 1.0 / (9.0 * shape) + z / (3.0 * jnp.sqrt(shape))
+    log_g = jnp.log(shape) + 3.0 * jnp.log(jnp.maximum(cube, 1e-3))
+    u = jax.random.uniform(k_uniform, alpha.shape, minval=jnp.finfo(alpha.dtype).tiny)
+    return log_g + jnp.log(u) / alpha
+
+
+def _normalize_rows(log_w):
+    return log_w - logsumexp(log_w, axis=-1, keepdims=True)
+
+
+def sample_log_K(key: PRNGKeyArray, count: int, n: int, m: int, sparse_fraction: float = 0.15
+                 ) -> Float[Array, "count n m"]:
+    """``count`` random ``log K`` of shape ``(n, m)`` from the mixture described above."""
+    keys = jax.random.split(key, 8)
+    kind = jax.random.randint(keys[0], (count, 1, 1), 0, 3)
+    concentration = _log_uniform(keys[1], (count, 1, 1), 1e-2, 1e2)
+    dirichlet = _normalize_rows(log_gamma_approx(keys[2], jnp.broadcast_to(concentration,
+                                                                          (count, n, m))))
+    scale = _log_uniform(keys[3], (count, 1, 1), 1e-2, 1e1)
+    gaussian = _normalize_rows(scale * jax.random.normal(keys[4], (count, n, m)))
+    if n == m:
+        eps = jax.random.uniform(keys[5], (count, 1, 1), maxval=8.0)
+        rr = _normalize_rows(eps * jnp.eye(n))
+    else:
+        rr = gaussian
+    log_K = jnp.where(kind == 0, dirichlet, jnp.where(kind == 1, gaussian, rr))
+    sparse = jax.random.uniform(keys[6], (count, 1, 1)) < sparse_fraction
+    drop_rate = jax.random.uniform(keys[7], (count, 1, 1), maxval=0.5)
+    drop = jax.random.uniform(jax.random.fold_in(keys[7], 1), (count, n, m)) < drop_rate
+    keep = log_K >= jnp.max(log_K, axis=-1, keepdims=True)  # never empty a row
+    return _normalize_rows(jnp.where(sparse & drop & ~keep, -jnp.inf, log_K))
+
+
+def sample_log_prior(key: PRNGKeyArray, count: int, n: int, kind: PriorKind = "dirichlet",
+                     eps_max: float = 3.0) -> Float[Array, "count n"]:
+    """``count`` random ``log π``; see :class:`SamplerSpec` for the kinds."""
+    if kind == "uniform":
+        return jnp.full((count, n), -jnp.log(float(n)))
+    k1, k2, k3 = jax.random.split(key, 3)
+    if kind == "close":
+        u = jax.random.uniform(k1, (count, n))
+        spread = jnp.max(u, -1, keepdims=True) - jnp.min(u, -1, keepdims=True)
+        scaled = (u - jnp.min(u, -1, keepdims=True)) / jnp.where(spread > 0, spread, 1.0)
+        eps = jax.random.uniform(k2, (count, 1), maxval=eps_max)
+        return _normalize_rows(eps * scaled)
+    concentration = _log_uniform(k1, (count, 1), 1e-1, 1e2)
+    dirichlet = _normalize_rows(log_gamma_approx(k2, jnp.broadcast_to(concentration,
+                                                                     (count, n))))
+    uniform = jax.random.bernoulli(k3, 0.5, (count, 1))
+    return jnp.where(uniform, -jnp.log(float(n)), dirichlet)
+
+
+def sample(key: PRNGKeyArray, count: int, spec: SamplerSpec) -> Mechanism:
+    """A batch of ``count`` random mechanisms drawn per ``spec`` (dtype: JAX's default float)."""
+    k_K, k_prior, k_belief, k_values = jax.random.split(key, 4)
+    log_K = sample_log_K(k_K, count, spec.n, spec.m, spec.sparse_fraction)
+    log_prior = sample_log_prior(k_prior, count, spec.n, spec.prior, spec.eps_max)
+    log_belief = log_prior
+    if spec.belief_eps_max > 0:
+        k1, k2 = jax.random.split(k_belief)
+        tilt = jax.random.uniform(k1, (count, spec.n), minval=-1.0, maxval=1.0)
+        size = jax.random.uniform(k2, (count, 1), maxval=spec.belief_eps_max)
+        log_belief = _normalize_rows(log_prior + size * tilt)
+    values = None
+    if spec.values:
+        k1, k2 = jax.random.split(k_values)
+        rate = jax.random.uniform(k1, (count, 1), minval=0.05, maxval=0.5)
+        values = jnp.where(jax.random.bernoulli(k2, rate, (count, spec.m)), 10.0, 0.0)
+    return Mechanism(log_K, log_prior, log_belief, values)

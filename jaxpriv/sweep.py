@@ -1,0 +1,419 @@
+"""Sweeps: evaluate one relation over millions of random mechanisms, chunk by chunk.
+
+Data flows one way: **sample** (on device, from ``fold_in(key(seed), chunk_index)``) →
+**evaluate** (float32, :func:`jaxpriv.relations.evaluate`) → **accumulate** (a binned envelope
+on device: per premise bin × parameter bin, the largest conclusion and the mechanism reaching
+it; the smallest per-mechanism slack overall; the lowest-slack candidates of the chunk) →
+**verify** (on the host, every candidate recomputed from scratch in float64 and saved as a
+witness JSON only if the violation survives, then re-read and re-checked) → **report**.
+
+The accumulator lives on device between chunks; one small transfer per chunk brings back the
+candidates. After each chunk the state is checkpointed atomically, so a killed run loses at most
+the chunk in flight and ``resume=True`` continues to exactly the result of an uninterrupted run.
+Results depend on (seed, chunk size), not on the device count: sampling uses partitionable
+threefry and the reductions are max/min with ties broken by the smallest global index.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from jaxpriv import relations, samplers
+from jaxpriv.errors import InputError
+from jaxpriv.mechanisms import Mechanism
+
+CHECKPOINT = "checkpoint.npz"
+CHECKPOINT_META = "checkpoint.json"
+_NO_INDEX = np.iinfo(np.int32).max
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepConfig:
+    """Everything that determines a sweep's result (saved in the checkpoint).
+
+    Attributes:
+      relation: registry id.
+      n, m: mechanism shape.
+      count: mechanisms to evaluate (< 2^31).
+      seed: PRNG seed.
+      chunk: mechanisms per compiled step (a multiple of the device count).
+      x_max, x_bins: premise bins ``[0, x_max]``; mechanisms beyond are still checked.
+      param_max, param_bins: condition-parameter bins, for relations with a free parameter.
+      candidates: lowest-slack mechanisms per chunk sent to float64 verification.
+      candidate_slack: a float32 slack below this makes a mechanism a candidate.
+      max_witnesses: verified violations saved as files (all are counted).
+    """
+
+    relation: str
+    n: int
+    m: int
+    count: int
+    seed: int = 0
+    chunk: int = 16384
+    x_max: float = 10.0
+    x_bins: int = 40
+    param_max: float = 0.0
+    param_bins: int = 1
+    candidates: int = 16
+    candidate_slack: float = 1.01
+    max_witnesses: int = 100
+
+    @property
+    def cells(self) -> int:
+        return self.x_bins * self.param_bins
+
+    @property
+    def chunks(self) -> int:
+        return -(-self.count // self.chunk)
+
+
+class RelationSetup(NamedTuple):
+    """How a relation is swept: what to sample and the options its notions need."""
+
+    sampler: Callable[[int, int], samplers.SamplerSpec]
+    options: dict[str, Any]
+    x_max: float = 10.0
+    param_max: float = 0.0
+    param_bins: int = 1
+
+
+SETUPS: dict[str, RelationSetup] = {
+    "R1": RelationSetup(lambda n, m: samplers.SamplerSpec(n, m, prior="uniform"), {}),
+    "R2": RelationSetup(lambda n, m: samplers.SamplerSpec(n, m, prior="uniform"), {}),
+    "R3": RelationSetup(lambda n, m: samplers.SamplerSpec(n, m, prior="close"), {},
+                        param_max=3.0, param_bins=6),
+    "R4": RelationSetup(lambda n, m: samplers.SamplerSpec(n, m, prior="close"), {},
+                        param_max=3.0, param_bins=6),
+    "R5": RelationSetup(lambda n, m: samplers.SamplerSpec(n, m, belief_eps_max=1.0), {},
+                        param_max=2.0, param_bins=4),
+    "R6": RelationSetup(lambda n, m: samplers.SamplerSpec(n, m, values=True),
+                        {"mu": 0.0, "alpha": 1.0, "d_true": 0}, x_max=1.0,
+                        param_max=1.0, param_bins=4),
+}
+
+
+def setup_for(relation_id: str) -> RelationSetup:
+    relation = relations.get(relation_id)
+    if relation.id in SETUPS:
+        return SETUPS[relation.id]
+    belief = 1.0 if relation.parameter == "eps_bel" else 0.0
+    prior = "close" if relation.parameter == "eps_unif" and relation.parameter_limit is None \
+        else "dirichlet"
+    return RelationSetup(lambda n, m: samplers.SamplerSpec(n, m, prior=prior,
+                                                           belief_eps_max=belief), {},
+                         param_max=3.0 if relation.parameter else 0.0,
+                         param_bins=6 if relation.parameter and relation.parameter_limit is None
+                         else 1)
+
+
+def make_config(relation: str, n: int, m: int, count: int, seed: int = 0,
+                chunk: int | None = None, memory_mb: float = 1024.0, **overrides) -> SweepConfig:
+    """A validated :class:`SweepConfig` with the relation's default bins and a chunk size
+    derived from ``memory_mb`` (about 64 float32 words per entry of K per mechanism)."""
+    relation_id = relations.get(relation).id
+    for name, value, low in (("n", n, 2), ("m", m, 2), ("count", count, 1)):
+        if int(value) != value or value < low:
+            raise InputError(f"--{name} must be an integer >= {low}, got {value}")
+    if n * m > 4096:
+        raise InputError(f"n*m = {n * m} is above the sweep limit of 4096 entries per mechanism")
+    if count >= 2**31 - 2**24:
+        raise InputError(f"--count {count} is too large for one sweep (limit 2^31 − 2^24)")
+    if seed < 0 or int(seed) != seed:
+        raise InputError(f"--seed must be a non-negative integer, got {seed}")
+    devices = jax.device_count()
+    if chunk is None:
+        if memory_mb <= 0:
+            raise InputError(f"--memory-mb must be positive, got {memory_mb}")
+        chunk = int(memory_mb * 2**20 / (4 * 64 * n * m))
+        chunk = max(256, min(chunk, 1 << 17, count))
+    if chunk < 1:
+        raise InputError(f"--chunk must be positive, got {chunk}")
+    chunk = -(-int(chunk) // devices) * devices
+    setup = setup_for(relation_id)
+    fields = dict(relation=relation_id, n=int(n), m=int(m), count=int(count), seed=int(seed),
+                  chunk=chunk, x_max=setup.x_max, param_max=setup.param_max,
+                  param_bins=setup.param_bins)
+    fields.update(overrides)
+    return SweepConfig(**fields)
+
+
+# --------------------------------------------------------------------------------------------
+# the device-side accumulator
+# --------------------------------------------------------------------------------------------
+
+
+class Best(NamedTuple):
+    """Per cell (or one, for the overall worst slack): a score, its global index, its mechanism."""
+
+    score: jax.Array  # (C,)
+    index: jax.Array  # (C,) int32
+    log_K: jax.Array  # (C, n, m)
+    log_prior: jax.Array  # (C, n)
+    log_belief: jax.Array  # (C, n)
+    values: jax.Array  # (C, m); zeros when the relation has no values
+
+
+class SweepState(NamedTuple):
+    envelope: Best  # score = conclusion, maximized per cell
+    worst: Best  # score = −slack, maximized (one cell)
+    cell_count: jax.Array  # (C,) int32
+    evaluated: jax.Array  # () int32: mechanisms whose condition held
+
+
+def _empty_best(cells: int, n: int, m: int) -> Best:
+    return Best(jnp.full((cells,), -jnp.inf, jnp.float32), jnp.full((cells,), _NO_INDEX, jnp.int32),
+                jnp.zeros((cells, n, m), jnp.float32), jnp.zeros((cells, n), jnp.float32),
+                jnp.zeros((cells, n), jnp.float32), jnp.zeros((cells, m), jnp.float32))
+
+
+def initial_state(config: SweepConfig) -> SweepState:
+    return SweepState(_empty_best(config.cells, config.n, config.m),
+                      _empty_best(1, config.n, config.m),
+                      jnp.zeros((config.cells,), jnp.int32), jnp.zeros((), jnp.int32))
+
+
+def _merge_best(best: Best, cell, score, index, mech: Mechanism, values) -> Best:
+    """Fold a chunk into ``best``: per cell the highest score, ties to the smallest index."""
+    cells = best.score.shape[0]
+    chunk_score = jnp.full((cells,), -jnp.inf, score.dtype).at[cell].max(score)
+    winner = (score == chunk_score[cell]) & (score > -jnp.inf)
+    chunk_index = jnp.full((cells,), _NO_INDEX, jnp.int32).at[cell].min(
+        jnp.where(winner, index, _NO_INDEX))
+    local = jnp.clip(chunk_index - index[0], 0, score.shape[0] - 1)
+    better = (chunk_score > best.score) | ((chunk_score == best.score)
+                                           & (chunk_index < best.index))
+    better &= chunk_index != _NO_INDEX
+
+    def pick(old, new):
+        return jnp.where(better.reshape((-1,) + (1,) * (old.ndim - 1)), new, old)
+
+    return Best(pick(best.score, chunk_score), pick(best.index, chunk_index),
+                pick(best.log_K, mech.log_K[local]), pick(best.log_prior, mech.log_prior[local]),
+                pick(best.log_belief, mech.log_belief[local]), pick(best.values, values[local]))
+
+
+class Candidates(NamedTuple):
+    slack: jax.Array  # (k,)
+    index: jax.Array  # (k,)
+    log_K: jax.Array
+    log_prior: jax.Array
+    log_belief: jax.Array
+    values: jax.Array
+
+
+def make_step(config: SweepConfig, relation: relations.Relation | None = None):
+    """The jitted chunk step ``(state, chunk_index) -> (state, candidates)``."""
+    relation = relation or relations.get(config.relation)
+    setup = setup_for(config.relation)
+    spec = setup.sampler(config.n, config.m)
+    options = setup.options
+    mesh = Mesh(np.array(jax.devices()), ("batch",))
+    sharded = NamedSharding(mesh, PartitionSpec("batch"))
+    base_key = jax.random.key(config.seed)
+
+    def step(state: SweepState, chunk_index):
+        key = jax.random.fold_in(base_key, chunk_index)
+        mech = samplers.sample(key, config.chunk, spec)
+        mech = jax.lax.with_sharding_constraint(mech, sharded)
+        values = mech.values if mech.values is not None else jnp.zeros(
+            (config.chunk, config.m), jnp.float32)
+        result = relations.evaluate(relation, mech, **options)
+        index = chunk_index * config.chunk + jnp.arange(config.chunk, dtype=jnp.int32)
+        valid = result.condition_holds & (index < config.count)
+
+        x, param, y = result.premise, result.parameter, result.conclusion
+        x_bin = jnp.clip(jnp.floor(x / config.x_max * config.x_bins), 0, config.x_bins - 1)
+        in_range = valid & (x <= config.x_max)
+        if config.param_bins > 1:
+            p_bin = jnp.clip(jnp.floor(param / config.param_max * config.param_bins), 0,
+                             config.param_bins - 1)
+            in_range &= param <= config.param_max
+        else:
+            p_bin = jnp.zeros_like(x_bin)
+        cell = (x_bin * config.param_bins + p_bin).astype(jnp.int32)
+        envelope = _merge_best(state.envelope, cell, jnp.where(in_range, y, -jnp.inf), index,
+                               mech, values)
+        slack = jnp.where(valid, result.slack, jnp.inf)
+        worst = _merge_best(state.worst, jnp.zeros_like(cell), -slack, index, mech, values)
+        counts = state.cell_count.at[cell].add(in_range.astype(jnp.int32))
+        evaluated = state.evaluated + jnp.sum(valid, dtype=jnp.int32)
+
+        neg, top = jax.lax.top_k(-slack, config.candidates)
+        candidates = Candidates(-neg, index[top], mech.log_K[top], mech.log_prior[top],
+                                mech.log_belief[top], values[top])
+        return SweepState(envelope, worst, counts, evaluated), candidates
+
+    return jax.jit(step, donate_argnums=0)
+
+
+# --------------------------------------------------------------------------------------------
+# host side: verification, checkpoints, reports
+# --------------------------------------------------------------------------------------------
+
+
+def mechanism_of(log_K, log_prior, log_belief, values, has_values: bool) -> Mechanism:
+    """A float64 mechanism from one record's float32 arrays (validated and renormalized)."""
+    with jax.enable_x64(True):
+        return Mechanism.from_log_K(np.asarray(log_K, np.float64), np.asarray(log_prior, np.float64),
+                                    np.asarray(log_belief, np.float64),
+                                    np.asarray(values, np.float64) if has_values else None,
+                                    dtype=np.float64)
+
+
+def verify_candidate(relation, mech: Mechanism, options, path: Path, index: int) -> dict | None:
+    """Re-check in float64; if violated, save the witness, re-read it and re-check the file."""
+    from jaxpriv import io
+
+    result = relation.check(mech, **options)
+    if not bool(result.violated):
+        return None
+    io.save_mechanism(path, mech, relation=relation.id, index=int(index), **options,
+                      claimed=_levels_dict(result))
+    reloaded, extras = io.load_mechanism(path)
+    again = relation.check(reloaded, **{k: extras.get(k) for k in options})
+    if not bool(again.violated):
+        path.unlink()
+        return None
+    return {"file": str(path), "index": int(index), **_levels_dict(again)}
+
+
+def _levels_dict(result: relations.CheckResult) -> dict[str, float]:
+    return {"premise": float(result.premise), "parameter": float(result.parameter),
+            "conclusion": float(result.conclusion), "bound": float(result.bound),
+            "slack": float(result.slack)}
+
+
+def _atomic_write(path: Path, write: Callable[[Any], None], mode: str = "w") -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, mode) as f:
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def save_checkpoint(out: Path, config: SweepConfig, state: SweepState, next_chunk: int,
+                    progress: dict[str, Any]) -> None:
+    leaves = {f"a{i}": np.asarray(leaf) for i, leaf in enumerate(jax.tree_util.tree_leaves(state))}
+    _atomic_write(out / CHECKPOINT, lambda f: np.savez(f, **leaves), mode="wb")
+    meta = {"config": dataclasses.asdict(config), "next_chunk": next_chunk, **progress}
+    _atomic_write(out / CHECKPOINT_META, lambda f: json.dump(meta, f, indent=1))
+
+
+def load_checkpoint(out: Path, config: SweepConfig) -> tuple[SweepState, int, dict[str, Any]]:
+    meta_path = out / CHECKPOINT_META
+    if not meta_path.exists():
+        raise InputError(f"{out}: no checkpoint to resume (run without --resume first)")
+    meta = json.loads(meta_path.read_text())
+    if meta["config"] != dataclasses.asdict(config):
+        differing = sorted(k for k, v in dataclasses.asdict(config).items()
+                           if meta["config"].get(k) != v)
+        raise InputError(f"{out}: the checkpoint was made with different settings "
+                         f"({', '.join(differing)}); resume with the same arguments")
+    with np.load(out / CHECKPOINT) as data:
+        leaves = [jnp.asarray(data[f"a{i}"]) for i in range(len(data.files))]
+    treedef = jax.tree_util.tree_structure(initial_state(config))
+    progress = {k: v for k, v in meta.items() if k not in ("config", "next_chunk")}
+    return jax.tree_util.tree_unflatten(treedef, leaves), meta["next_chunk"], progress
+
+
+class SweepResult(NamedTuple):
+    config: SweepConfig
+    state: SweepState
+    violations: list[dict[str, Any]]
+    violation_count: int
+    seconds: float
+
+
+def run(config: SweepConfig, out: str | os.PathLike | None = None, resume: bool = False,
+        progress: bool = True, relation: relations.Relation | None = None) -> SweepResult:
+    """Run (or resume) a sweep; with ``out``, checkpoint after every chunk and write the report.
+
+    Args:
+      config: from :func:`make_config`.
+      out: run directory (``summary.json``, ``envelope.csv``, ``envelope.png``, ``witnesses/``).
+      resume: continue from ``out``'s checkpoint (same config required).
+      progress: show a progress bar (mechanisms/s, ETA) on stderr.
+      relation: override the registry entry (tests inject deliberately false bounds this way).
+    """
+    relation = relation or relations.get(config.relation)
+    options = setup_for(config.relation).options
+    out_dir = Path(out) if out is not None else None
+    if out_dir is not None:
+        (out_dir / "witnesses").mkdir(parents=True, exist_ok=True)
+    state, start, done = initial_state(config), 0, {"violations": [], "violation_count": 0,
+                                                    "seconds": 0.0}
+    if resume:
+        if out_dir is None:
+            raise InputError("--resume needs --out DIR")
+        state, start, done = load_checkpoint(out_dir, config)
+    elif out_dir is not None and (out_dir / CHECKPOINT_META).exists():
+        raise InputError(f"{out_dir} already holds a sweep; use --resume, or a new --out")
+    step = make_step(config, relation)
+    violations: list[dict[str, Any]] = list(done["violations"])
+    violation_count = int(done["violation_count"])
+    seconds = float(done["seconds"])
+    has_values = setup_for(config.relation).sampler(config.n, config.m).values
+    bar = _progress_bar(config, start, progress)
+    for chunk_index in range(start, config.chunks):
+        began = time.perf_counter()
+        state, candidates = step(state, jnp.int32(chunk_index))
+        slack = np.asarray(candidates.slack)
+        for k in np.flatnonzero(slack < config.candidate_slack):
+            index = int(candidates.index[k])
+            if index >= config.count:
+                continue
+            mech = mechanism_of(candidates.log_K[k], candidates.log_prior[k],
+                                candidates.log_belief[k], candidates.values[k], has_values)
+            target = (out_dir or Path(tempfile.gettempdir())) / "witnesses" / \
+                f"{config.relation}-{index}.json"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            found = verify_candidate(relation, mech, options, target, index)
+            if found is None:
+                continue
+            violation_count += 1
+            if out_dir is None or len(violations) >= config.max_witnesses:
+                Path(found["file"]).unlink()
+                found["file"] = None
+            else:
+                found["file"] = str(Path(found["file"]).relative_to(out_dir))
+            if len(violations) < config.max_witnesses:
+                violations.append(found)
+        jax.block_until_ready(state)
+        seconds += time.perf_counter() - began
+        if out_dir is not None:
+            save_checkpoint(out_dir, config, state, chunk_index + 1,
+                            {"violations": violations, "violation_count": violation_count,
+                             "seconds": seconds})
+        if bar is not None:
+            bar.update(min(config.chunk, config.count - chunk_index * config.chunk))
+            bar.set_postfix(violations=violation_count)
+    if bar is not None:
+        bar.close()
+    result = SweepResult(config, state, violations, violation_count, seconds)
+    if out_dir is not None:
+        from jaxpriv import report
+        report.write_sweep(out_dir, result, relation)
+    return result
+
+
+def _progress_bar(config: SweepConfig, start: int, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+    return tqdm(total=config.count, initial=min(start * config.chunk, config.count),
+                unit="mech", unit_scale=True, desc=f"sweep {config.relation}", smoothing=0.1,
+                dynamic_ncols=True)
+
+
