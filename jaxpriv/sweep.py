@@ -27,7 +27,7 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import Mesh, PartitionSpec
 
 from jaxpriv import relations, samplers
 from jaxpriv.errors import InputError
@@ -47,7 +47,9 @@ class SweepConfig:
       n, m: mechanism shape.
       count: mechanisms to evaluate (< 2^31).
       seed: PRNG seed.
-      chunk: mechanisms per compiled step (a multiple of the device count).
+      chunk: mechanisms per compiled step (a multiple of ``block`` × device count).
+      block: mechanisms drawn and evaluated together; the unit of randomness and arithmetic,
+        so results do not depend on the device count (each device loops over whole blocks).
       x_max, x_bins: premise bins ``[0, x_max]``; mechanisms beyond are still checked.
       param_max, param_bins: condition-parameter bins, for relations with a free parameter.
       candidates: lowest-slack mechanisms per chunk sent to float64 verification.
@@ -61,6 +63,7 @@ class SweepConfig:
     count: int
     seed: int = 0
     chunk: int = 16384
+    block: int = 1024
     x_max: float = 10.0
     x_bins: int = 40
     param_max: float = 0.0
@@ -139,10 +142,12 @@ def make_config(relation: str, n: int, m: int, count: int, seed: int = 0,
         chunk = max(256, min(chunk, 1 << 17, count))
     if chunk < 1:
         raise InputError(f"--chunk must be positive, got {chunk}")
-    chunk = -(-int(chunk) // devices) * devices
+    block = int(overrides.pop("block", min(1024, chunk)))
+    unit = block * devices
+    chunk = -(-int(chunk) // unit) * unit
     setup = setup_for(relation_id)
     fields = dict(relation=relation_id, n=int(n), m=int(m), count=int(count), seed=int(seed),
-                  chunk=chunk, x_max=setup.x_max, param_max=setup.param_max,
+                  chunk=chunk, block=block, x_max=setup.x_max, param_max=setup.param_max,
                   param_bins=setup.param_bins)
     fields.update(overrides)
     return SweepConfig(**fields)
@@ -219,20 +224,34 @@ def make_step(config: SweepConfig, relation: relations.Relation | None = None):
     spec = setup.sampler(config.n, config.m)
     options = setup.options
     mesh = Mesh(np.array(jax.devices()), ("batch",))
-    sharded = NamedSharding(mesh, PartitionSpec("batch"))
     base_key = jax.random.key(config.seed)
+    blocks_per_chunk = config.chunk // config.block
+
+    def block(block_index):
+        """One block: identical shapes and program on every device, hence identical bits."""
+        mech = samplers.sample(jax.random.fold_in(base_key, block_index), config.block, spec)
+        values = mech.values if mech.values is not None else jnp.zeros(
+            (config.block, config.m), jnp.float32)
+        result = relations.evaluate(relation, mech, **options)
+        return (mech.log_K, mech.log_prior, mech.log_belief, values, result.premise,
+                result.parameter, result.conclusion, result.slack, result.condition_holds)
+
+    def device_blocks(block_indices):
+        out = jax.lax.map(block, block_indices)
+        return jax.tree_util.tree_map(lambda a: a.reshape((-1,) + a.shape[2:]), out)
+
+    sample_and_evaluate = jax.shard_map(device_blocks, mesh=mesh, in_specs=PartitionSpec("batch"),
+                                        out_specs=PartitionSpec("batch"))
 
     def step(state: SweepState, chunk_index):
-        key = jax.random.fold_in(base_key, chunk_index)
-        mech = samplers.sample(key, config.chunk, spec)
-        mech = jax.lax.with_sharding_constraint(mech, sharded)
-        values = mech.values if mech.values is not None else jnp.zeros(
-            (config.chunk, config.m), jnp.float32)
-        result = relations.evaluate(relation, mech, **options)
+        block_indices = chunk_index * blocks_per_chunk + jnp.arange(blocks_per_chunk,
+                                                                    dtype=jnp.int32)
+        (log_K, log_prior, log_belief, values, x, param, y, result_slack,
+         holds) = sample_and_evaluate(block_indices)
+        mech = Mechanism(log_K, log_prior, log_belief, values)
         index = chunk_index * config.chunk + jnp.arange(config.chunk, dtype=jnp.int32)
-        valid = result.condition_holds & (index < config.count)
+        valid = holds & (index < config.count)
 
-        x, param, y = result.premise, result.parameter, result.conclusion
         x_bin = jnp.clip(jnp.floor(x / config.x_max * config.x_bins), 0, config.x_bins - 1)
         in_range = valid & (x <= config.x_max)
         if config.param_bins > 1:
@@ -244,7 +263,7 @@ def make_step(config: SweepConfig, relation: relations.Relation | None = None):
         cell = (x_bin * config.param_bins + p_bin).astype(jnp.int32)
         envelope = _merge_best(state.envelope, cell, jnp.where(in_range, y, -jnp.inf), index,
                                mech, values)
-        slack = jnp.where(valid, result.slack, jnp.inf)
+        slack = jnp.where(valid, result_slack, jnp.inf)
         worst = _merge_best(state.worst, jnp.zeros_like(cell), -slack, index, mech, values)
         counts = state.cell_count.at[cell].add(in_range.astype(jnp.int32))
         evaluated = state.evaluated + jnp.sum(valid, dtype=jnp.int32)
@@ -337,7 +356,8 @@ class SweepResult(NamedTuple):
 
 
 def run(config: SweepConfig, out: str | os.PathLike | None = None, resume: bool = False,
-        progress: bool = True, relation: relations.Relation | None = None) -> SweepResult:
+        progress: bool = True, relation: relations.Relation | None = None,
+        max_chunks: int | None = None) -> SweepResult:
     """Run (or resume) a sweep; with ``out``, checkpoint after every chunk and write the report.
 
     Args:
@@ -346,6 +366,8 @@ def run(config: SweepConfig, out: str | os.PathLike | None = None, resume: bool 
       resume: continue from ``out``'s checkpoint (same config required).
       progress: show a progress bar (mechanisms/s, ETA) on stderr.
       relation: override the registry entry (tests inject deliberately false bounds this way).
+      max_chunks: stop after this many chunks in this call (the checkpoint allows resuming);
+        the report is written only when the sweep is complete.
     """
     relation = relation or relations.get(config.relation)
     options = setup_for(config.relation).options
@@ -366,7 +388,8 @@ def run(config: SweepConfig, out: str | os.PathLike | None = None, resume: bool 
     seconds = float(done["seconds"])
     has_values = setup_for(config.relation).sampler(config.n, config.m).values
     bar = _progress_bar(config, start, progress)
-    for chunk_index in range(start, config.chunks):
+    stop = config.chunks if max_chunks is None else min(config.chunks, start + max_chunks)
+    for chunk_index in range(start, stop):
         began = time.perf_counter()
         state, candidates = step(state, jnp.int32(chunk_index))
         slack = np.asarray(candidates.slack)
@@ -402,7 +425,7 @@ def run(config: SweepConfig, out: str | os.PathLike | None = None, resume: bool 
     if bar is not None:
         bar.close()
     result = SweepResult(config, state, violations, violation_count, seconds)
-    if out_dir is not None:
+    if out_dir is not None and stop == config.chunks:
         from jaxpriv import report
         report.write_sweep(out_dir, result, relation)
     return result

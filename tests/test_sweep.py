@@ -1,0 +1,196 @@
+"""Sweeps: determinism, device count, resume after kill, injected false bounds, no false alarms."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from jaxpriv import cli, relations, samplers, sweep
+from jaxpriv.relations import Relation, Source
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def envelope_arrays(result):
+    env = result.state.envelope
+    return {name: np.asarray(getattr(env, name)) for name in env._fields} | {
+        "count": np.asarray(result.state.cell_count), "worst": np.asarray(result.state.worst.score)}
+
+
+def assert_same(a, b):
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+def test_samplers_are_valid_and_spread():
+    spec = samplers.SamplerSpec(6, 5, prior="close", belief_eps_max=1.0, values=True)
+    mech = jax.jit(samplers.sample, static_argnums=(1, 2))(jax.random.key(3), 4000, spec)
+    K = np.exp(np.asarray(mech.log_K, np.float64))
+    np.testing.assert_allclose(K.sum(-1), 1.0, atol=1e-5)
+    assert (K.max(-1) > 0).all() and (K == 0).any()  # sparse ones exist, no empty row
+    from jaxpriv import notions
+    mbp = np.asarray(notions.mbp(mech))
+    assert not np.isnan(mbp).any()
+    finite = mbp[np.isfinite(mbp)]
+    assert np.quantile(finite, 0.05) < 0.3 and np.quantile(finite, 0.6) > 2.0  # wide spread
+    eps_unif = np.asarray(notions.eps_unif(mech))
+    assert eps_unif.max() <= 3.0 + 1e-5 and eps_unif.min() < 0.1
+
+
+def test_same_seed_same_envelope_and_different_seed_differs():
+    config = sweep.make_config("R2", 3, 3, 6000, seed=1, chunk=2000)
+    a = envelope_arrays(sweep.run(config, progress=False))
+    b = envelope_arrays(sweep.run(config, progress=False))
+    assert_same(a, b)
+    c = envelope_arrays(sweep.run(sweep.make_config("R2", 3, 3, 6000, seed=2, chunk=2000),
+                                  progress=False))
+    assert not np.array_equal(a["score"], c["score"])
+
+
+def test_resumed_equals_uninterrupted(tmp_path):
+    config = sweep.make_config("R5", 3, 4, 9000, seed=4, chunk=3000)
+    whole = sweep.run(config, tmp_path / "whole", progress=False)
+    sweep.run(config, tmp_path / "parts", progress=False, max_chunks=1)
+    assert not (tmp_path / "parts" / "summary.json").exists()
+    parts = sweep.run(config, tmp_path / "parts", resume=True, progress=False)
+    assert_same(envelope_arrays(whole), envelope_arrays(parts))
+    a = (tmp_path / "whole" / "envelope.csv").read_text()
+    assert a == (tmp_path / "parts" / "envelope.csv").read_text()
+
+
+def test_kill_9_loses_at_most_the_chunk_in_flight(tmp_path):
+    out = tmp_path / "killed"
+    args = [sys.executable, "-m", "jaxpriv.cli", "sweep", "--relation", "R1", "--n", "4",
+            "--m", "4", "--count", "400000", "--chunk", "8192", "--seed", "7", "--quiet",
+            "--out", str(out)]
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    meta = out / sweep.CHECKPOINT_META
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if meta.exists() and json.loads(meta.read_text())["next_chunk"] >= 2:
+            break
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done = json.loads(meta.read_text())["next_chunk"]
+    assert 2 <= done < 49, done  # it was killed mid-run, after some chunks were saved
+    config = sweep.make_config("R1", 4, 4, 400000, seed=7, chunk=8192)
+    resumed = sweep.run(config, out, resume=True, progress=False)
+    fresh = sweep.run(config, progress=False)
+    assert_same(envelope_arrays(resumed), envelope_arrays(fresh))
+
+
+def test_four_forced_devices_give_the_same_envelope(tmp_path):
+    script = (
+        "import sys, numpy as np, jax\n"
+        "from jaxpriv import sweep\n"
+        "c = sweep.make_config('R5', 3, 3, 8000, seed=5, chunk=4000)\n"
+        "r = sweep.run(c, progress=False)\n"
+        "np.savez(sys.argv[1], n=jax.device_count(), s=np.asarray(r.state.envelope.score),"
+        " i=np.asarray(r.state.envelope.index), k=np.asarray(r.state.envelope.log_K),"
+        " c=np.asarray(r.state.cell_count), w=np.asarray(r.state.worst.score))\n")
+    results = {}
+    for devices in (1, 4):
+        env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
+                   JAX_PLATFORMS="cpu")
+        path = tmp_path / f"d{devices}.npz"
+        subprocess.run([sys.executable, "-c", script, str(path)], cwd=ROOT, env=env, check=True)
+        results[devices] = dict(np.load(path))
+    assert results[1]["n"] == 1 and results[4]["n"] == 4
+    for key in ("s", "i", "k", "c", "w"):
+        np.testing.assert_array_equal(results[1][key], results[4][key], err_msg=key)
+
+
+def test_injected_false_bound_is_found_with_a_witness_that_rechecks(tmp_path, capsys):
+    too_tight = relations.register(Relation(
+        id="TEST-R2-HALF", statement="ξ-MBP ⇒ LDP ≤ ξ (deliberately false)",
+        sources=(Source("003", "Lemma 5.2 halved"),), premise="mbp", conclusion="ldp",
+        condition="π uniform", parameter="eps_unif", parameter_limit=relations.UNIFORM_TOL,
+        bound=lambda x, eps: x), replace=True)
+    try:
+        config = sweep.make_config(too_tight.id, 3, 3, 4000, seed=0, chunk=2000)
+        result = sweep.run(config, tmp_path / "run", progress=False)
+        assert result.violation_count > 0
+        summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+        assert summary["violations"] and summary["worst_slack"] < 1
+        witness = tmp_path / "run" / summary["violations"][0]
+        assert cli.main(["check", too_tight.id, str(witness)]) == 1
+        assert "VIOLATED" in capsys.readouterr().out
+        assert cli.main(["check", "R2", str(witness)]) == 0  # the true bound holds on it
+    finally:
+        relations.REGISTRY.pop("TEST-R2-HALF", None)
+
+
+@pytest.mark.parametrize("relation_id", ["R1", "R2", "R5"])
+def test_true_bounds_are_never_reported_violated(relation_id):
+    for n, m in ((2, 2), (4, 3)):
+        config = sweep.make_config(relation_id, n, m, 120_000, seed=11, chunk=20_000)
+        result = sweep.run(config, progress=False)
+        assert result.violation_count == 0, (relation_id, n, m, result.violations)
+        assert int(result.state.evaluated) == 120_000
+
+
+def test_r6_violations_are_found_by_the_sweep(tmp_path):
+    config = sweep.make_config("R6", 3, 2, 40_000, seed=0, chunk=10_000)
+    result = sweep.run(config, tmp_path, progress=False)
+    assert result.violation_count > 0
+    for v in result.violations:
+        assert v["slack"] < 1 and v["premise"] <= 1.0
+
+
+def test_memory_is_bounded_by_the_chunk():
+    small = sweep.make_config("R1", 8, 8, 10_000, memory_mb=64)
+    large = sweep.make_config("R1", 8, 8, 1_000_000_000, memory_mb=64)
+    assert small.chunk == large.chunk <= 64 * 2**20 // (4 * 64 * 64) + jax.device_count()
+    shapes = [leaf.shape for leaf in jax.tree_util.tree_leaves(sweep.initial_state(large))]
+    assert shapes == [leaf.shape for leaf in
+                      jax.tree_util.tree_leaves(sweep.initial_state(small))]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--relation", "R99"], "unknown relation"),
+    (["--relation", "R1", "--n", "1"], "--n must be an integer >= 2"),
+    (["--relation", "R1", "--count", "0"], "--count must be an integer >= 1"),
+    (["--relation", "R1", "--seed", "-3"], "--seed must be a non-negative"),
+    (["--relation", "R1", "--chunk", "0"], "--chunk must be positive"),
+    (["--relation", "R1", "--resume"], "no checkpoint to resume"),
+    (["--relation", "R1", "--n", "100", "--m", "100"], "above the sweep limit"),
+])
+def test_bad_sweep_arguments_exit_2(tmp_path, capsys, args, message):
+    code = cli.main(["sweep", *args, "--out", str(tmp_path / "run"), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and err.count("\n") == 1
+
+
+def test_existing_run_directory_needs_resume(tmp_path, capsys):
+    args = ["sweep", "--relation", "R1", "--n", "2", "--m", "2", "--count", "1000",
+            "--out", str(tmp_path), "--quiet"]
+    assert cli.main(args) == 0
+    assert cli.main(args) == 2
+    assert "use --resume" in capsys.readouterr().err
+    assert cli.main(args + ["--resume"]) == 0  # a finished run resumes to the same report
+
+
+def test_sweep_all_writes_one_directory_per_relation(tmp_path, capsys):
+    code = cli.main(["sweep", "--relation", "all", "--n", "3", "--m", "2", "--count", "3000",
+                     "--out", str(tmp_path), "--quiet"])
+    violated = []
+    for rid in ("R1", "R2", "R3", "R4", "R5", "R6"):
+        summary = json.loads((tmp_path / rid / "summary.json").read_text())
+        violated.append(summary["violation_count"] > 0)
+        for key in ("relation", "count", "seconds", "mechanisms_per_second", "worst_slack",
+                    "violations", "devices", "versions"):
+            assert key in summary, (rid, key)
+        header = (tmp_path / rid / "envelope.csv").read_text().splitlines()[0].split(",")
+        for column in ("x", "premise", "conclusion", "bound", "slack", "witness"):
+            assert column in header
+        assert (tmp_path / rid / "envelope.png").stat().st_size > 10_000
+    assert code == (1 if any(violated) else 0)
+    assert not any(violated[:5])  # R1–R5 hold
