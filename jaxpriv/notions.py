@@ -26,7 +26,6 @@ from typing import NamedTuple, Union
 
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import logsumexp
 from jaxtyping import Array, Bool, Float
 
 from jaxpriv import divergences

@@ -32,3 +32,16 @@ def random_stochastic(rng: np.random.Generator, n: int, m: int, concentration: f
 
 def random_prior(rng: np.random.Generator, n: int, concentration: float = 1.0) -> np.ndarray:
     return rng.dirichlet(np.full(n, concentration))
+
+
+@pytest.fixture
+def too_tight_relation():
+    """R2 with its bound halved (ξ-MBP ⇒ LDP ≤ ξ): false, registered for one test only."""
+    from jaxpriv import relations
+    relation = relations.register(relations.Relation(
+        id="TEST-R2-HALF", statement="ξ-MBP ⇒ LDP ≤ ξ (deliberately false)",
+        sources=(relations.Source("003", "Lemma 5.2, halved"),), premise="mbp",
+        conclusion="ldp", condition="π uniform", parameter="eps_unif",
+        parameter_limit=relations.UNIFORM_TOL, bound=lambda x, eps: x), replace=True)
+    yield relation
+    relations.REGISTRY.pop(relation.id, None)

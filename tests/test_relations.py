@@ -8,7 +8,7 @@ import pytest
 
 from conftest import random_prior
 from jaxpriv import InputError, Mechanism, families, relations
-from jaxpriv.relations import Relation, Source
+from jaxpriv.relations import Source
 
 
 def test_registry_has_r1_to_r6_with_sources():
@@ -92,17 +92,9 @@ def test_tolerance_prevents_rounding_alarms():
     assert not result.violated.any()
 
 
-def test_injected_false_bound_is_reported_violated():
-    relation = relations.register(Relation(
-        id="TEST-TOO-TIGHT", statement="ξ-MBP ⇒ LDP ≤ ξ (deliberately false)",
-        sources=(Source("003", "Lemma 5.2, halved"),), premise="mbp", conclusion="ldp",
-        condition="π uniform", parameter="eps_unif", parameter_limit=relations.UNIFORM_TOL,
-        bound=lambda x, eps: x), replace=True)
-    try:
-        result = relations.get("TEST-TOO-TIGHT").check(families.randomized_response(1.0))
-        assert result.violated and result.slack < 1
-    finally:
-        del relations.REGISTRY[relation.id]
+def test_injected_false_bound_is_reported_violated(too_tight_relation):
+    result = relations.get(too_tight_relation.id).check(families.randomized_response(1.0))
+    assert result.violated and result.slack < 1
 
 
 def r6_witness(xi: float, s: float = 0.05, p0: float = 0.01) -> Mechanism:

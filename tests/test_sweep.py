@@ -12,8 +12,7 @@ import jax
 import numpy as np
 import pytest
 
-from jaxpriv import cli, relations, samplers, sweep
-from jaxpriv.relations import Relation, Source
+from jaxpriv import cli, samplers, sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -108,24 +107,17 @@ def test_four_forced_devices_give_the_same_envelope(tmp_path):
         np.testing.assert_array_equal(results[1][key], results[4][key], err_msg=key)
 
 
-def test_injected_false_bound_is_found_with_a_witness_that_rechecks(tmp_path, capsys):
-    too_tight = relations.register(Relation(
-        id="TEST-R2-HALF", statement="ξ-MBP ⇒ LDP ≤ ξ (deliberately false)",
-        sources=(Source("003", "Lemma 5.2 halved"),), premise="mbp", conclusion="ldp",
-        condition="π uniform", parameter="eps_unif", parameter_limit=relations.UNIFORM_TOL,
-        bound=lambda x, eps: x), replace=True)
-    try:
-        config = sweep.make_config(too_tight.id, 3, 3, 4000, seed=0, chunk=2000)
-        result = sweep.run(config, tmp_path / "run", progress=False)
-        assert result.violation_count > 0
-        summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-        assert summary["violations"] and summary["worst_slack"] < 1
-        witness = tmp_path / "run" / summary["violations"][0]
-        assert cli.main(["check", too_tight.id, str(witness)]) == 1
-        assert "VIOLATED" in capsys.readouterr().out
-        assert cli.main(["check", "R2", str(witness)]) == 0  # the true bound holds on it
-    finally:
-        relations.REGISTRY.pop("TEST-R2-HALF", None)
+def test_injected_false_bound_is_found_with_a_witness_that_rechecks(tmp_path, capsys,
+                                                                   too_tight_relation):
+    config = sweep.make_config(too_tight_relation.id, 3, 3, 4000, seed=0, chunk=2000)
+    result = sweep.run(config, tmp_path / "run", progress=False)
+    assert result.violation_count > 0
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["violations"] and summary["worst_slack"] < 1
+    witness = tmp_path / "run" / summary["violations"][0]
+    assert cli.main(["check", too_tight_relation.id, str(witness)]) == 1
+    assert "VIOLATED" in capsys.readouterr().out
+    assert cli.main(["check", "R2", str(witness)]) == 0  # the true bound holds on it
 
 
 @pytest.mark.parametrize("relation_id", ["R1", "R2", "R5"])
