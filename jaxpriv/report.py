@@ -106,6 +106,7 @@ def write_sweep(out_dir: Path, result, relation: relations.Relation) -> dict:
         "evaluated_with_condition": int(result.state.evaluated),
         "seconds": result.seconds,
         "mechanisms_per_second": config.count / result.seconds if result.seconds else None,
+        "compile_seconds": result.compile_seconds,
         "worst_slack": worst,
         "violation_count": result.violation_count,
         "violations": [v["file"] for v in result.violations if v["file"]],

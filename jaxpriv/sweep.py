@@ -352,7 +352,8 @@ class SweepResult(NamedTuple):
     state: SweepState
     violations: list[dict[str, Any]]
     violation_count: int
-    seconds: float
+    seconds: float  # sampling, evaluation, verification and checkpoints, summed over chunks
+    compile_seconds: float  # of this process's compilation, not included in ``seconds``
 
 
 def run(config: SweepConfig, out: str | os.PathLike | None = None, resume: bool = False,
@@ -382,7 +383,9 @@ def run(config: SweepConfig, out: str | os.PathLike | None = None, resume: bool 
         state, start, done = load_checkpoint(out_dir, config)
     elif out_dir is not None and (out_dir / CHECKPOINT_META).exists():
         raise InputError(f"{out_dir} already holds a sweep; use --resume, or a new --out")
-    step = make_step(config, relation)
+    began = time.perf_counter()
+    step = make_step(config, relation).lower(state, jnp.int32(start)).compile()
+    compile_seconds = time.perf_counter() - began
     violations: list[dict[str, Any]] = list(done["violations"])
     violation_count = int(done["violation_count"])
     seconds = float(done["seconds"])
@@ -424,7 +427,7 @@ def run(config: SweepConfig, out: str | os.PathLike | None = None, resume: bool 
             bar.set_postfix(violations=violation_count)
     if bar is not None:
         bar.close()
-    result = SweepResult(config, state, violations, violation_count, seconds)
+    result = SweepResult(config, state, violations, violation_count, seconds, compile_seconds)
     if out_dir is not None and stop == config.chunks:
         from jaxpriv import report
         report.write_sweep(out_dir, result, relation)
