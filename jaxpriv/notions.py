@@ -166,12 +166,12 @@ def _abp_for_laws(posterior: PosteriorShift, log_prior, log_belief, laws):
     return _abp_from_delta(delta, log_prior, log_belief)
 
 
-_SMALL_INNER = 128
+_SMALL_INNER = 32
 
 
 def _batched_inner(a: Float[Array, "*b l w"], b: Float[Array, "*b d w"]) -> Float[Array, "*b l d"]:
     """``Σ_w a[l,w]·b[d,w]`` per mechanism. XLA's CPU dot is slow on millions of tiny matrices;
-    below ``d·w = 128`` a broadcast multiply-and-sum is ~3× faster (benchmarks/bench_kernels.py)."""
+    up to ``d·w = 32`` a broadcast multiply-and-sum is ~2× faster; at n = m = 8 the dot wins."""
     if b.shape[-2] * b.shape[-1] <= _SMALL_INNER:
         return jnp.sum(a[..., :, None, :] * b[..., None, :, :], axis=-1)
     return jnp.einsum("...lw,...dw->...ld", a, b)
