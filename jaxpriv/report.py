@@ -44,11 +44,10 @@ def _versions() -> dict[str, str]:
 
 def envelope_rows(out_dir: Path, result, relation: relations.Relation) -> list[dict]:
     """Re-check each cell's best mechanism in float64, save it, and tabulate the envelope."""
-    from jaxpriv.sweep import mechanism_of, setup_for
+    from jaxpriv.sweep import record_mechanism, setup_for
 
     config = result.config
     options = setup_for(config.relation).options
-    has_values = setup_for(config.relation).sampler(config.n, config.m).values
     env = jax.tree_util.tree_map(np.asarray, result.state.envelope)
     counts = np.asarray(result.state.cell_count)
     rows = []
@@ -57,8 +56,7 @@ def envelope_rows(out_dir: Path, result, relation: relations.Relation) -> list[d
         x_edge = config.x_max * (x_bin + 1) / config.x_bins
         p_edge = config.param_max * (p_bin + 1) / config.param_bins if config.param_bins > 1 \
             else None
-        mech = mechanism_of(env.log_K[cell], env.log_prior[cell], env.log_belief[cell],
-                            env.values[cell], has_values)
+        mech = record_mechanism(config, env, cell)
         checked = relation.check(mech, **options)
         name = f"witnesses/bins/x{x_bin:03d}-p{p_bin:02d}.json"
         io.save_mechanism(out_dir / name, mech, relation=relation.id,
@@ -76,15 +74,13 @@ def envelope_rows(out_dir: Path, result, relation: relations.Relation) -> list[d
 
 def worst_slack(result, relation: relations.Relation) -> float | None:
     """Float64 slack of the overall lowest-slack mechanism (``None`` if none qualified)."""
-    from jaxpriv.sweep import mechanism_of, setup_for
+    from jaxpriv.sweep import record_mechanism, setup_for
 
     worst = jax.tree_util.tree_map(np.asarray, result.state.worst)
     if worst.score[0] == -np.inf:
         return None
-    setup = setup_for(result.config.relation)
-    mech = mechanism_of(worst.log_K[0], worst.log_prior[0], worst.log_belief[0],
-                        worst.values[0], setup.sampler(result.config.n, result.config.m).values)
-    slack = float(relation.check(mech, **setup.options).slack)
+    mech = record_mechanism(result.config, worst, 0)
+    slack = float(relation.check(mech, **setup_for(result.config.relation).options).slack)
     found = [v["slack"] for v in result.violations]
     return min([slack, *found])
 

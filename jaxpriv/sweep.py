@@ -209,7 +209,9 @@ def _merge_best(best: Best, cell, score, index, mech: Mechanism, values) -> Best
 
 
 class Candidates(NamedTuple):
-    slack: jax.Array  # (k,)
+    """The chunk's lowest-slack mechanisms (``score`` = float32 slack)."""
+
+    score: jax.Array  # (k,)
     index: jax.Array  # (k,)
     log_K: jax.Array
     log_prior: jax.Array
@@ -279,6 +281,13 @@ def make_step(config: SweepConfig, relation: relations.Relation | None = None):
 # --------------------------------------------------------------------------------------------
 # host side: verification, checkpoints, reports
 # --------------------------------------------------------------------------------------------
+
+
+def record_mechanism(config: SweepConfig, best: Best, i: int) -> Mechanism:
+    """Entry ``i`` of a device-side record, as a float64 mechanism."""
+    has_values = setup_for(config.relation).sampler(config.n, config.m).values
+    return mechanism_of(best.log_K[i], best.log_prior[i], best.log_belief[i], best.values[i],
+                        has_values)
 
 
 def mechanism_of(log_K, log_prior, log_belief, values, has_values: bool) -> Mechanism:
@@ -389,19 +398,17 @@ def run(config: SweepConfig, out: str | os.PathLike | None = None, resume: bool 
     violations: list[dict[str, Any]] = list(done["violations"])
     violation_count = int(done["violation_count"])
     seconds = float(done["seconds"])
-    has_values = setup_for(config.relation).sampler(config.n, config.m).values
     bar = _progress_bar(config, start, progress)
     stop = config.chunks if max_chunks is None else min(config.chunks, start + max_chunks)
     for chunk_index in range(start, stop):
         began = time.perf_counter()
         state, candidates = step(state, jnp.int32(chunk_index))
-        slack = np.asarray(candidates.slack)
+        slack = np.asarray(candidates.score)
         for k in np.flatnonzero(slack < config.candidate_slack):
             index = int(candidates.index[k])
             if index >= config.count:
                 continue
-            mech = mechanism_of(candidates.log_K[k], candidates.log_prior[k],
-                                candidates.log_belief[k], candidates.values[k], has_values)
+            mech = record_mechanism(config, candidates, k)
             target = (out_dir or Path(tempfile.gettempdir())) / "witnesses" / \
                 f"{config.relation}-{index}.json"
             target.parent.mkdir(parents=True, exist_ok=True)
