@@ -186,3 +186,23 @@ def test_sweep_all_writes_one_directory_per_relation(tmp_path, capsys):
         assert (tmp_path / rid / "envelope.png").stat().st_size > 10_000
     assert code == (1 if any(violated) else 0)
     assert not any(violated[:5])  # R1–R5 hold
+
+
+def test_envelope_rows_are_the_float64_levels_of_their_witness_files(tmp_path):
+    import csv
+
+    from jaxpriv import io, relations
+    config = sweep.make_config("R3", 3, 3, 6000, seed=2, chunk=3000)
+    sweep.run(config, tmp_path, progress=False)
+    with open(tmp_path / "envelope.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert rows
+    relation = relations.get("R3")
+    for row in rows:
+        mech, extras = io.load_mechanism(tmp_path / row["witness"])
+        assert extras["relation"] == "R3"
+        checked = relation.check(mech)
+        assert float(row["premise"]) == pytest.approx(float(checked.premise), rel=1e-12)
+        assert float(row["conclusion"]) == pytest.approx(float(checked.conclusion), rel=1e-12)
+        assert float(row["premise"]) <= float(row["x"]) * (1 + 1e-5)  # float32 binning
+        assert float(row["slack"]) >= 1.0  # R3 holds, and the edge bound is the largest in bin
