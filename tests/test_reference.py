@@ -95,3 +95,26 @@ def test_saved_then_loaded_mechanism_keeps_levels(tmp_path, x64):
     for key, value in notions.levels(mech).items():
         np.testing.assert_allclose(np.asarray(notions.levels(loaded)[key]), np.asarray(value),
                                    rtol=1e-14)
+
+
+def test_second_order_levels_of_a_nearly_constant_mechanism(x64):
+    # ABP and MI of K = uniform + 1e-5·noise are O(1e-11): second order in the deviation, so a
+    # 1e-16 change of the input (e.g. renormalizing rows that sum to 1 ± 1e-16) moves them by
+    # ~1e-5 relative. Compared with the oracle on the mechanism jaxpriv actually holds (exp of
+    # the stored log K, rows renormalized at 50 digits), they agree to 1e-8 with no atol.
+    K, prior, _ = CASES["near-constant"]
+    mech = Mechanism.from_K(K, prior)
+    mp = reference.mp
+    Km = [[mp.e ** mp.mpf(float(x)) for x in row] for row in np.asarray(mech.log_K)]
+    Km = [[x / mp.fsum(row) for x in row] for row in Km]
+    pm = [mp.e ** mp.mpf(float(x)) for x in np.asarray(mech.log_prior)]
+    pm = [x / mp.fsum(pm) for x in pm]
+    got = notions.levels(mech)
+    want_record = [float(v) for v in reference.abp_record(Km, pm, pm)]
+    assert max(want_record) < 1e-9
+    np.testing.assert_allclose(np.asarray(got["abp_record"]), want_record, rtol=1e-8, atol=0)
+    np.testing.assert_allclose(float(got["mi"]), float(reference.mutual_information(Km, pm)),
+                               rtol=1e-8, atol=0)
+    np.testing.assert_allclose(np.asarray(got["abp_output_vector"]),
+                               [float(v) for v in reference.abp_output(Km, pm, pm)],
+                               rtol=1e-8, atol=0)
