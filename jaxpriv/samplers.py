@@ -64,12 +64,18 @@ def _log_uniform(key, shape, low, high):
 def log_gamma_approx(key: PRNGKeyArray, alpha: Float[Array, "..."]) -> Float[Array, "..."]:
     """``log G``, ``G ≈ Gamma(α)``: Wilson–Hilferty for ``α+1``, then ``+ log(U)/α``."""
     k_normal, k_uniform = jax.random.split(key)
+    return _log_gamma_from(jax.random.normal(k_normal, alpha.shape),
+                           _open_uniform(k_uniform, alpha.shape, alpha.dtype), alpha)
+
+
+def _open_uniform(key, shape, dtype=jnp.float32):
+    return jax.random.uniform(key, shape, dtype, minval=jnp.finfo(dtype).tiny)
+
+
+def _log_gamma_from(z, u, alpha):
     shape = 1.0 + alpha
-    z = jax.random.normal(k_normal, alpha.shape)
     cube = 1.0 - 1.0 / (9.0 * shape) + z / (3.0 * jnp.sqrt(shape))
-    log_g = jnp.log(shape) + 3.0 * jnp.log(jnp.maximum(cube, 1e-3))
-    u = jax.random.uniform(k_uniform, alpha.shape, minval=jnp.finfo(alpha.dtype).tiny)
-    return log_g + jnp.log(u) / alpha
+    return jnp.log(shape) + 3.0 * jnp.log(jnp.maximum(cube, 1e-3)) + jnp.log(u) / alpha
 
 
 def _normalize_rows(log_w):
@@ -78,25 +84,30 @@ def _normalize_rows(log_w):
 
 def sample_log_K(key: PRNGKeyArray, count: int, n: int, m: int, sparse_fraction: float = 0.15
                  ) -> Float[Array, "count n m"]:
-    """``count`` random ``log K`` of shape ``(n, m)`` from the mixture described above."""
+    """``count`` random ``log K`` of shape ``(n, m)`` from the mixture described above.
+
+    Two random numbers per entry serve every kind: a normal ``z`` (the Gaussian logits, and the
+    Wilson–Hilferty variate of the Dirichlet-like rows) and a uniform ``u`` (the Dirichlet-like
+    rows' ``U^{1/α}``, and the sparsity mask ``u < rate`` — which, for Dirichlet-like rows, drops
+    mostly their smallest entries). Rows are normalized once, after the mask.
+    """
     keys = jax.random.split(key, 8)
     kind = jax.random.randint(keys[0], (count, 1, 1), 0, 3)
-    concentration = _log_uniform(keys[1], (count, 1, 1), 1e-2, 1e2)
-    dirichlet = _normalize_rows(log_gamma_approx(keys[2], jnp.broadcast_to(concentration,
-                                                                          (count, n, m))))
-    scale = _log_uniform(keys[3], (count, 1, 1), 1e-2, 1e1)
-    gaussian = _normalize_rows(scale * jax.random.normal(keys[4], (count, n, m)))
+    z = jax.random.normal(keys[1], (count, n, m))
+    u = _open_uniform(keys[2], (count, n, m))
+    concentration = _log_uniform(keys[3], (count, 1, 1), 1e-2, 1e2)
+    scale = _log_uniform(keys[4], (count, 1, 1), 1e-2, 1e1)
+    gaussian = scale * z
     if n == m:
-        eps = jax.random.uniform(keys[5], (count, 1, 1), maxval=8.0)
-        rr = _normalize_rows(eps * jnp.eye(n))
+        rr = jax.random.uniform(keys[5], (count, 1, 1), maxval=8.0) * jnp.eye(n)
     else:
         rr = gaussian
-    log_K = jnp.where(kind == 0, dirichlet, jnp.where(kind == 1, gaussian, rr))
+    log_w = jnp.where(kind == 0, _log_gamma_from(z, u, concentration),
+                      jnp.where(kind == 1, gaussian, rr))
     sparse = jax.random.uniform(keys[6], (count, 1, 1)) < sparse_fraction
-    drop_rate = jax.random.uniform(keys[7], (count, 1, 1), maxval=0.5)
-    drop = jax.random.uniform(jax.random.fold_in(keys[7], 1), (count, n, m)) < drop_rate
-    keep = log_K >= jnp.max(log_K, axis=-1, keepdims=True)  # never empty a row
-    return _normalize_rows(jnp.where(sparse & drop & ~keep, -jnp.inf, log_K))
+    drop = u < jax.random.uniform(keys[7], (count, 1, 1), maxval=0.5)
+    keep = log_w >= jnp.max(log_w, axis=-1, keepdims=True)  # never empty a row
+    return _normalize_rows(jnp.where(sparse & drop & ~keep, -jnp.inf, log_w))
 
 
 def sample_log_prior(key: PRNGKeyArray, count: int, n: int, kind: PriorKind = "dirichlet",
