@@ -16,7 +16,7 @@ import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import numpy as np
@@ -100,11 +100,23 @@ def save_mechanism(path: str | os.PathLike, mech: Mechanism, **extras: Any) -> P
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(mechanism_to_dict(mech, **extras), indent=1)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(text + "\n")
-    os.replace(tmp, path)
+    atomic_write(path, lambda f: f.write(text + "\n"))
     return path
+
+
+def atomic_write(path: Path, write: Callable[[Any], Any], mode: str = "w") -> None:
+    """Write ``path`` through ``write(file)`` so that a reader (or a kill) sees the old file or
+    the complete new one, never a half-written one: temp file, fsync, rename."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, mode) as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _records_from(value) -> Records | None:

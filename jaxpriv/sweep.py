@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
-from jaxpriv import relations, samplers
+from jaxpriv import io, relations, samplers
 from jaxpriv.errors import InputError
 from jaxpriv.mechanisms import Mechanism
 
@@ -301,8 +301,6 @@ def mechanism_of(log_K, log_prior, log_belief, values, has_values: bool) -> Mech
 
 def verify_candidate(relation, mech: Mechanism, options, path: Path, index: int) -> dict | None:
     """Re-check in float64; if violated, save the witness, re-read it and re-check the file."""
-    from jaxpriv import io
-
     result = relation.check(mech, **options)
     if not bool(result.violated):
         return None
@@ -322,21 +320,12 @@ def _levels_dict(result: relations.CheckResult) -> dict[str, float]:
             "slack": float(result.slack)}
 
 
-def _atomic_write(path: Path, write: Callable[[Any], None], mode: str = "w") -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, mode) as f:
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def save_checkpoint(out: Path, config: SweepConfig, state: SweepState, next_chunk: int,
                     progress: dict[str, Any]) -> None:
     leaves = {f"a{i}": np.asarray(leaf) for i, leaf in enumerate(jax.tree_util.tree_leaves(state))}
-    _atomic_write(out / CHECKPOINT, lambda f: np.savez(f, **leaves), mode="wb")
+    io.atomic_write(out / CHECKPOINT, lambda f: np.savez(f, **leaves), mode="wb")
     meta = {"config": dataclasses.asdict(config), "next_chunk": next_chunk, **progress}
-    _atomic_write(out / CHECKPOINT_META, lambda f: json.dump(meta, f, indent=1))
+    io.atomic_write(out / CHECKPOINT_META, lambda f: json.dump(meta, f, indent=1))
 
 
 def load_checkpoint(out: Path, config: SweepConfig) -> tuple[SweepState, int, dict[str, Any]]:
