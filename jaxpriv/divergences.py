@@ -49,7 +49,7 @@ def _relative_difference(total, difference):
 
 
 def js_from_moments(
-    total: Float[Array, "... k"], difference: Float[Array, "... k"]
+    total: Float[Array, "... k"], difference: Float[Array, "... k"], axis: int = -1
 ) -> Float[Array, "..."]:
     """Jensen–Shannon divergence given ``P+Q`` and ``P−Q`` coordinate-wise.
 
@@ -59,17 +59,22 @@ def js_from_moments(
     Args:
       total: ``P + Q``, shape ``(..., k)``, non-negative.
       difference: ``P − Q``, shape ``(..., k)``.
+      axis: the axis holding the ``k`` coordinates (the fused kernels keep the batch last).
 
     Returns:
       ``JS(P‖Q)`` in nats, shape ``(...)``, clipped to ``[0, ln 2]``.
     """
+    return jnp.clip(jnp.sum(js_terms(total, difference), axis=axis), 0.0, LN2)
+
+
+def js_terms(total: Float[Array, "..."], difference: Float[Array, "..."]) -> Float[Array, "..."]:
+    """The coordinate-wise terms of :func:`js_from_moments` (their sum is ``JS(P‖Q)``)."""
     t, occupied = _relative_difference(total, difference)
     edge = jnp.abs(t) >= 1.0
     ti = jnp.where(edge, 0.0, t)
     interior = 2.0 * ti * jnp.arctanh(ti) + jnp.log1p(-ti * ti)
     g = jnp.where(edge, 2.0 * LN2, interior)
-    terms = jnp.where(occupied, 0.25 * total * g, 0.0)
-    return jnp.clip(jnp.sum(terms, axis=-1), 0.0, LN2)
+    return jnp.where(occupied, 0.25 * total * g, 0.0)
 
 
 def js(p: Float[Array, "... k"], q: Float[Array, "... k"]) -> Float[Array, "..."]:

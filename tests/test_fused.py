@@ -1,0 +1,112 @@
+"""The fused batch-minor kernels agree with the reference notions, edge cases included."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jaxpriv import fused, notions, samplers
+from jaxpriv.mechanisms import Mechanism
+from tests.conftest import random_prior, random_stochastic
+
+
+def reference_levels(mech: Mechanism) -> dict[str, np.ndarray]:
+    return {"ldp": notions.ldp(mech), "mbp": notions.mbp(mech),
+            "abp": notions.abp(mech, "record").level, "eps_unif": notions.eps_unif(mech),
+            "eps_bel": notions.eps_bel(mech)}
+
+
+def fused_levels(mech: Mechanism, tile: int = fused.TILE) -> dict[str, np.ndarray]:
+    out = jax.jit(fused.record_levels, static_argnames="tile")(
+        mech.log_K, mech.log_prior, mech.log_belief, tile=tile)
+    return out._asdict()
+
+
+def assert_same_levels(mech, rtol, atol, tile=fused.TILE):
+    got, want = fused_levels(mech, tile), reference_levels(mech)
+    for name in want:
+        g, w = np.asarray(got[name], np.float64), np.asarray(want[name], np.float64)
+        assert g.shape == w.shape, name
+        assert not np.isnan(g).any(), name
+        np.testing.assert_array_equal(np.isinf(g), np.isinf(w), err_msg=name)
+        finite = np.isfinite(w)
+        np.testing.assert_allclose(g[finite], w[finite], rtol=rtol, atol=atol, err_msg=name)
+
+
+def random_batch(seed, count, n, m, zero_fraction=0.0, belief=True):
+    rng = np.random.default_rng(seed)
+    K = np.stack([random_stochastic(rng, n, m, rng.choice([0.1, 1.0, 10.0]), zero_fraction)
+                  for _ in range(count)])
+    prior = np.stack([random_prior(rng, n, rng.choice([0.3, 1.0, 30.0])) for _ in range(count)])
+    b = np.stack([random_prior(rng, n) for _ in range(count)]) if belief else prior
+    return Mechanism.from_K(K, prior, b, dtype=jnp.float64)
+
+
+@pytest.mark.parametrize("shape", [(2, 2), (3, 7), (8, 8), (16, 2)])
+def test_fused_matches_reference_in_float64(x64, shape):
+    mech = random_batch(0, 300, *shape, zero_fraction=0.2)
+    assert_same_levels(mech, rtol=1e-9, atol=1e-12, tile=128)  # 300 = 2 full tiles + padding
+
+
+def test_fused_float32_matches_float64_reference():
+    with jax.enable_x64(True):
+        mech64 = random_batch(1, 1000, 8, 8)
+        want = {k: np.asarray(v) for k, v in reference_levels(mech64).items()}
+    got = fused_levels(mech64.astype(jnp.float32))
+    for name, w in want.items():
+        assert got[name].dtype == jnp.float32
+        np.testing.assert_allclose(np.asarray(got[name], np.float64), w, rtol=1e-3, atol=2e-6,
+                                   err_msg=name)
+
+
+def test_fused_edge_cases(x64):
+    """Zero entries, an impossible output, a ruled-out secret whose row puts mass on an output
+    only it produces, a constant mechanism, and a belief with a zero."""
+    K = np.array([
+        [[0.5, 0.5, 0.0], [0.25, 0.75, 0.0], [0.0, 0.0, 1.0]],  # secret 2 ruled out below
+        [[1 / 3, 1 / 3, 1 / 3]] * 3,  # constant
+        [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]],  # identity
+        [[0.9, 0.1, 0.0], [0.1, 0.9, 0.0], [0.5, 0.5, 0.0]],  # an output no secret produces
+    ])
+    prior = np.array([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5], [0.6, 0.4, 0.0], [1 / 3] * 3])
+    belief = np.array([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5], [0.5, 0.5, 0.0], [0.2, 0.2, 0.6]])
+    mech = Mechanism.from_K(K, prior, belief, dtype=jnp.float64)
+    assert_same_levels(mech, rtol=1e-12, atol=1e-15)
+    assert_same_levels(mech.astype(jnp.float32), rtol=1e-5, atol=1e-7)
+
+
+def test_fused_on_sampler_output_including_extremes():
+    """The sweep's own mechanisms: Dirichlet rows down to concentration 1e-2, sharp Gaussian
+    logits, k-RR up to ε = 8, sparse rows, ε-close priors and tilted beliefs."""
+    spec = samplers.SamplerSpec(8, 8, belief_eps_max=1.0)
+    mech32 = samplers.sample(jax.random.key(3), 4096, spec)
+    with jax.enable_x64(True):
+        mech64 = mech32.astype(jnp.float64)
+        want = {k: np.asarray(v) for k, v in reference_levels(mech64).items()}
+        got64 = {k: np.asarray(v) for k, v in fused_levels(mech64).items()}
+    for name, w in want.items():
+        np.testing.assert_array_equal(np.isinf(got64[name]), np.isinf(w), err_msg=name)
+        finite = np.isfinite(w)
+        np.testing.assert_allclose(got64[name][finite], w[finite], rtol=1e-8, atol=1e-11,
+                                   err_msg=name)
+    assert np.isinf(want["ldp"]).any() and (want["abp"] > 0.5).any()  # the extremes are there
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(2, 6), m=st.integers(2, 6), seed=st.integers(0, 2**31 - 1),
+       zeros=st.sampled_from([0.0, 0.3]))
+def test_fused_property_random_shapes(n, m, seed, zeros):
+    with jax.enable_x64(True):
+        assert_same_levels(random_batch(seed, 7, n, m, zeros), rtol=1e-9, atol=1e-12, tile=4)
+
+
+def test_batch_shapes_and_single_mechanism(x64):
+    mech = random_batch(5, 6, 3, 4)
+    stacked = jax.tree_util.tree_map(lambda a: a.reshape((2, 3) + a.shape[1:]), mech)
+    levels = fused.record_levels(stacked.log_K, stacked.log_prior, stacked.log_belief)
+    assert levels.abp.shape == (2, 3)
+    one = fused.record_levels(mech.log_K[4], mech.log_prior[4], mech.log_belief[4])
+    assert one.mbp.shape == ()
+    np.testing.assert_allclose(one.abp, levels.abp[1, 1], rtol=1e-12)
