@@ -1,13 +1,15 @@
 """Throughput of LDP + MBP + ABP(record law, all d*) over batches of random mechanisms.
 
 Compares, in the same run and on the same mechanisms:
-  * jaxpriv's broadcasting kernels, float32, jitted at the edge;
+  * jaxpriv's fused batch kernel (:mod:`jaxpriv.fused`), float32, the batch sharded over all
+    local devices (on a CPU: one JAX device per core, ``--cpu-devices``);
+  * jaxpriv's reference kernels (:mod:`jaxpriv.notions`), float32, one device;
   * the naive ``jax.vmap`` of a straightforward per-mechanism function (float32);
   * a straightforward vectorized NumPy float64 implementation (the baseline).
 
 Usage:
   python benchmarks/bench_kernels.py [--sizes 2 4 8 16 32] [--batch 200000] [--repeats 3]
-      [--json results.json]
+      [--cpu-devices N] [--json results.json]
 
 Reports mechanisms per second for each and the ratio jaxpriv / NumPy, and the peak resident
 memory of the process. Throughput is measured here, never in tests.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import resource
 import time
@@ -25,12 +28,27 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxpriv import notions
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from jaxpriv import fused, notions
 
 
 def jaxpriv_core(log_K, log_prior):
     return (notions.ldp_kernel(log_K), notions.mbp_kernel(log_K, log_prior),
             jnp.max(notions.abp_record_kernel(log_K, log_prior, log_prior), axis=-1))
+
+
+def fused_core(log_K, log_prior):
+    levels = fused.record_levels(log_K, log_prior, log_prior)
+    return levels.ldp, levels.mbp, levels.abp
+
+
+def sharded(fn):
+    """``fn`` on the batch split over every local device (one block per device)."""
+    mesh = Mesh(np.array(jax.devices()), ("batch",))
+    spec = PartitionSpec("batch")
+    return jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=(spec, spec), out_specs=spec)), \
+        NamedSharding(mesh, spec)
 
 
 def naive_single(K, prior):
@@ -78,18 +96,25 @@ def bench(n, batch, repeats, seed=0):
     log_prior = jnp.asarray(np.log(prior64), jnp.float32)
     K32, prior32 = jnp.exp(log_K), jnp.exp(log_prior)
 
-    fast = jax.jit(jaxpriv_core)
+    fast, sharding = sharded(fused_core)
+    log_K_sharded = jax.device_put(log_K, sharding)
+    log_prior_sharded = jax.device_put(log_prior, sharding)
+    reference = jax.jit(jaxpriv_core)
     naive = jax.jit(jax.vmap(naive_single))
-    t_fast = timed(lambda: jax.block_until_ready(fast(log_K, log_prior)), repeats)
+    t_fast = timed(lambda: jax.block_until_ready(fast(log_K_sharded, log_prior_sharded)),
+                   repeats)
+    t_reference = timed(lambda: jax.block_until_ready(reference(log_K, log_prior)), repeats)
     t_naive = timed(lambda: jax.block_until_ready(naive(K32, prior32)), repeats)
     np_batch = min(batch, 50_000)
     t_numpy = timed(lambda: numpy_core(K64[:np_batch], prior64[:np_batch]), repeats) * batch / np_batch
 
-    got = np.asarray(fast(log_K[:1000], log_prior[:1000])[2], np.float64)
+    got = np.asarray(fast(log_K_sharded, log_prior_sharded)[2][:1000], np.float64)
     want = numpy_core(K64[:1000], prior64[:1000])[2]
     return {
         "n": n, "m": n, "batch": batch,
-        "jaxpriv_per_s": batch / t_fast, "naive_vmap_per_s": batch / t_naive,
+        "devices": jax.device_count(),
+        "fused_per_s": batch / t_fast, "reference_kernels_per_s": batch / t_reference,
+        "naive_vmap_per_s": batch / t_naive,
         "numpy_f64_per_s": batch / t_numpy, "ratio_vs_numpy": t_numpy / t_fast,
         "ratio_vs_naive_vmap": t_naive / t_fast,
         "abp_max_rel_err_vs_numpy": float(np.max(np.abs(got - want) / np.maximum(want, 1e-12))),
@@ -102,19 +127,24 @@ def main():
     parser.add_argument("--batch", type=int, default=200_000,
                         help="mechanisms per call (scaled down by (n/8)^2 above n=8)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--cpu-devices", type=int, default=os.cpu_count() or 1,
+                        help="JAX devices to split a CPU into (default: one per core)")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
+    jax.config.update("jax_num_cpu_devices", args.cpu_devices)
 
     rows = []
     print(f"devices: {jax.devices()}  ({platform.processor() or platform.machine()})")
-    print(f"{'n=m':>4} {'batch':>8} {'jaxpriv/s':>12} {'vmap/s':>12} {'numpy64/s':>12} "
-          f"{'×numpy':>7} {'×vmap':>6}")
+    print(f"{'n=m':>4} {'batch':>8} {'fused/s':>10} {'notions/s':>10} {'vmap/s':>10} "
+          f"{'numpy64/s':>10} {'×numpy':>7} {'×vmap':>6}")
     for n in args.sizes:
         batch = args.batch if n <= 8 else max(1000, int(args.batch * (8 / n) ** 2))
+        batch -= batch % jax.device_count()
         row = bench(n, batch, args.repeats)
         rows.append(row)
-        print(f"{n:>4} {batch:>8} {row['jaxpriv_per_s']:>12.3e} {row['naive_vmap_per_s']:>12.3e} "
-              f"{row['numpy_f64_per_s']:>12.3e} {row['ratio_vs_numpy']:>7.1f} "
+        print(f"{n:>4} {batch:>8} {row['fused_per_s']:>10.3e} "
+              f"{row['reference_kernels_per_s']:>10.3e} {row['naive_vmap_per_s']:>10.3e} "
+              f"{row['numpy_f64_per_s']:>10.3e} {row['ratio_vs_numpy']:>7.1f} "
               f"{row['ratio_vs_naive_vmap']:>6.2f}")
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak resident memory: {peak_mib:.0f} MiB")

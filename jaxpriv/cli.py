@@ -67,6 +67,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue a killed run in --out")
     p.add_argument("--distributed", action="store_true",
                    help="call jax.distributed.initialize() first (multi-host runs)")
+    p.add_argument("--cpu-devices", type=int, default=None,
+                   help="on a CPU, split it into this many JAX devices so every core works "
+                        "(default: the number of cores; results do not depend on it)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
     p = sub.add_parser("relations", help="list the registered relations")
@@ -207,6 +210,7 @@ def _sweep(args) -> int:
 
     from jaxpriv import relations, sweep
 
+    _use_cpu_cores(args.cpu_devices)
     if args.distributed:
         jax.distributed.initialize()
     if args.bins < 1:
@@ -231,6 +235,24 @@ def _sweep(args) -> int:
               f"verified violations {result.violation_count} -> {run_dir}")
         worst_code = max(worst_code, 1 if result.violation_count else 0)
     return worst_code
+
+
+def _use_cpu_cores(devices: int | None) -> None:
+    """One JAX device per core on a CPU host: XLA runs one device's work on one thread, and the
+    sweep shards its blocks over devices. Only possible before JAX first runs anything (so not
+    when ``main`` is called from a process that already used JAX; it then keeps its devices)."""
+    import os
+
+    import jax
+
+    if devices is not None and devices < 1:
+        raise InputError(f"--cpu-devices must be >= 1, got {devices}")
+    try:
+        jax.config.update("jax_num_cpu_devices", devices or os.cpu_count() or 1)
+    except RuntimeError:
+        if devices is not None and jax.local_device_count("cpu") != devices:
+            raise InputError("--cpu-devices must be set before JAX starts; run the jaxpriv "
+                             "command in a fresh process") from None
 
 
 # -- relations ---------------------------------------------------------------------------------

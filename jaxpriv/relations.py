@@ -163,18 +163,25 @@ def slack(bound, conclusion):
 
 
 def evaluate(relation: Relation, mech: Mechanism, *, parameter=None, rtol: float = RTOL,
-             atol: float = ATOL, **options: Any) -> CheckResult:
+             atol: float = ATOL, levels: dict[str, jax.Array] | None = None,
+             **options: Any) -> CheckResult:
     """The check's arithmetic in the mechanism's own dtype, as JAX arrays (jit-able).
 
     The sweep runs this in float32 to find candidates; :func:`check` runs it in float64 to
-    decide. Arguments as in :func:`check`.
+    decide. ``levels`` may carry notion levels already computed for these options (the sweep's
+    fused kernel); the others are computed here. Other arguments as in :func:`check`.
     """
-    x = _evaluate(relation.premise, mech, options)
-    y = _evaluate(relation.conclusion, mech, options)
+    levels = levels or {}
+
+    def level(notion):
+        return levels[notion] if notion in levels else _evaluate(notion, mech, options)
+
+    x = level(relation.premise)
+    y = level(relation.conclusion)
     if relation.parameter is None:
         measured = jnp.zeros_like(x)
     else:
-        measured = _evaluate(relation.parameter, mech, options)
+        measured = level(relation.parameter)
     used = measured if parameter is None else jnp.broadcast_to(
         jnp.asarray(parameter, x.dtype), measured.shape)
     holds = measured <= used

@@ -1,9 +1,10 @@
 """Sweeps: evaluate one relation over millions of random mechanisms, chunk by chunk.
 
 Data flows one way: **sample** (on device, from ``fold_in(key(seed), chunk_index)``) →
-**evaluate** (float32, :func:`jaxpriv.relations.evaluate`) → **accumulate** (a binned envelope
-on device: per premise bin × parameter bin, the largest conclusion and the mechanism reaching
-it; the smallest per-mechanism slack overall; the lowest-slack candidates of the chunk) →
+**evaluate** (float32, :func:`jaxpriv.relations.evaluate`, with the levels from the fused batch
+kernel :mod:`jaxpriv.fused` where it covers the relation's notions) → **accumulate** (a binned
+envelope on device: per premise bin × parameter bin, the largest conclusion and the mechanism
+reaching it; the smallest per-mechanism slack overall; the lowest-slack candidates of the chunk) →
 **verify** (on the host, every candidate recomputed from scratch in float64 and saved as a
 witness JSON only if the violation survives, then re-read and re-checked) → **report**.
 
@@ -29,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
-from jaxpriv import io, relations, samplers
+from jaxpriv import fused, io, relations, samplers
 from jaxpriv.errors import InputError
 from jaxpriv.mechanisms import Mechanism
 
@@ -219,8 +220,24 @@ class Candidates(NamedTuple):
     values: jax.Array
 
 
-def make_step(config: SweepConfig, relation: relations.Relation | None = None):
-    """The jitted chunk step ``(state, chunk_index) -> (state, candidates)``."""
+FUSED_NOTIONS = frozenset(fused.RecordLevels._fields)
+
+
+def uses_fused_kernel(relation: relations.Relation, options: dict[str, Any]) -> bool:
+    """Whether :func:`jaxpriv.fused.record_levels` computes every level the relation needs
+    (ABP only under the record law)."""
+    needed = {relation.premise, relation.conclusion, relation.parameter} - {None}
+    record_law = options.get("q") is None and (options.get("law") or "record") == "record"
+    return needed <= FUSED_NOTIONS and ("abp" not in needed or record_law)
+
+
+def make_step(config: SweepConfig, relation: relations.Relation | None = None,
+              use_fused: bool | None = None):
+    """The jitted chunk step ``(state, chunk_index) -> (state, candidates)``.
+
+    ``use_fused``: screen with :mod:`jaxpriv.fused` (default: wherever it covers the relation);
+    ``False`` evaluates with the reference notions (the benchmark's baseline).
+    """
     relation = relation or relations.get(config.relation)
     setup = setup_for(config.relation)
     spec = setup.sampler(config.n, config.m)
@@ -228,13 +245,17 @@ def make_step(config: SweepConfig, relation: relations.Relation | None = None):
     mesh = Mesh(np.array(jax.devices()), ("batch",))
     base_key = jax.random.key(config.seed)
     blocks_per_chunk = config.chunk // config.block
+    screen_fused = uses_fused_kernel(relation, options) if use_fused is None else use_fused
 
     def block(block_index):
         """One block: identical shapes and program on every device, hence identical bits."""
         mech = samplers.sample(jax.random.fold_in(base_key, block_index), config.block, spec)
         values = mech.values if mech.values is not None else jnp.zeros(
             (config.block, config.m), jnp.float32)
-        result = relations.evaluate(relation, mech, **options)
+        levels = None
+        if screen_fused:
+            levels = fused.record_levels(mech.log_K, mech.log_prior, mech.log_belief)._asdict()
+        result = relations.evaluate(relation, mech, levels=levels, **options)
         return (mech.log_K, mech.log_prior, mech.log_belief, values, result.premise,
                 result.parameter, result.conclusion, result.slack, result.condition_holds)
 
@@ -413,11 +434,11 @@ def run(config: SweepConfig, out: str | os.PathLike | None = None, resume: bool 
             if len(violations) < config.max_witnesses:
                 violations.append(found)
         jax.block_until_ready(state)
-        seconds += time.perf_counter() - began
         if out_dir is not None:
             save_checkpoint(out_dir, config, state, chunk_index + 1,
                             {"violations": violations, "violation_count": violation_count,
-                             "seconds": seconds})
+                             "seconds": seconds + time.perf_counter() - began})
+        seconds += time.perf_counter() - began
         if bar is not None:
             bar.update(min(config.chunk, config.count - chunk_index * config.chunk))
             bar.set_postfix(violations=violation_count)
