@@ -129,3 +129,16 @@ def test_readme_python_example_runs():
         exec(compile(example, "README.md", "exec"), namespace)  # the example asserts its output
     finally:
         relations.REGISTRY.pop("MY1", None)
+
+
+def test_sweep_splits_the_cpu_into_the_devices_asked_for(tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "jaxpriv.cli", "sweep", "--relation", "R2",
+                           "--n", "3", "--m", "3", "--count", "6000", "--cpu-devices", "3",
+                           "--out", str(out), "--quiet"], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert len(json.loads((out / "summary.json").read_text())["devices"]) == 3
+    proc = subprocess.run([sys.executable, "-m", "jaxpriv.cli", "sweep", "--relation", "R2",
+                           "--count", "10", "--cpu-devices", "0", "--out", str(tmp_path / "x")],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--cpu-devices" in proc.stderr
