@@ -225,7 +225,7 @@ def _sweep(args) -> int:
         run_dir = out / config.relation if len(configs) > 1 else out
         # with --relation all, a relation not reached before the kill starts afresh
         resume = args.resume and (len(configs) == 1
-                                  or (run_dir / sweep.CHECKPOINT_META).exists())
+                                  or (run_dir / sweep.CHECKPOINT).exists())
         result = sweep.run(config, run_dir, resume=resume, progress=not args.quiet)
         summary = json.loads((run_dir / "summary.json").read_text())
         worst = summary["worst_slack"]
