@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
-from jaxpriv import fused, io, relations, samplers
+from jaxpriv import certify, fused, io, relations, samplers
 from jaxpriv.errors import InputError
 from jaxpriv.mechanisms import Mechanism
 
@@ -323,7 +323,7 @@ def mechanism_of(log_K, log_prior, log_belief, values, has_values: bool) -> Mech
 def float64_screen(config: SweepConfig, relation, options) -> Callable[[Mechanism], jax.Array]:
     """``relations.evaluate(...).violated`` on a float64 batch of ``config.candidates``
     mechanisms, compiled ahead of the timed loop: the eager float64 check costs ~150 ms per
-    batch at n = m = 8, the compiled one ~1 ms. Only a screen: :func:`verify_candidate`
+    batch at n = m = 8, the compiled one ~1 ms. Only a screen: :func:`jaxpriv.certify.verify_witness`
     re-checks each hit eagerly before it counts."""
     k, n, m = config.candidates, config.n, config.m
     has_values = setup_for(config.relation).sampler(n, m).values
@@ -352,27 +352,6 @@ def violated_in_float64(config: SweepConfig, screen, candidates: Candidates) -> 
     with jax.enable_x64(True):
         violated = np.asarray(screen(mech))
     return [int(k) for k in np.flatnonzero(picked & violated)]
-
-
-def verify_candidate(relation, mech: Mechanism, options, path: Path, index: int) -> dict | None:
-    """Re-check in float64; if violated, save the witness, re-read it and re-check the file."""
-    result = relation.check(mech, **options)
-    if not bool(result.violated):
-        return None
-    io.save_mechanism(path, mech, relation=relation.id, index=int(index), **options,
-                      claimed=_levels_dict(result))
-    reloaded, extras = io.load_mechanism(path)
-    again = relation.check(reloaded, **{k: extras.get(k) for k in options})
-    if not bool(again.violated):
-        path.unlink()
-        return None
-    return {"file": str(path), "index": int(index), **_levels_dict(again)}
-
-
-def _levels_dict(result: relations.CheckResult) -> dict[str, float]:
-    return {"premise": float(result.premise), "parameter": float(result.parameter),
-            "conclusion": float(result.conclusion), "bound": float(result.bound),
-            "slack": float(result.slack)}
 
 
 def save_checkpoint(out: Path, config: SweepConfig, state: SweepState, next_chunk: int,
@@ -460,7 +439,7 @@ def run(config: SweepConfig, out: str | os.PathLike | None = None, resume: bool 
             target = (out_dir or Path(tempfile.gettempdir())) / "witnesses" / \
                 f"{config.relation}-{index}.json"
             target.parent.mkdir(parents=True, exist_ok=True)
-            found = verify_candidate(relation, mech, options, target, index)
+            found = certify.verify_witness(relation, mech, options, target, index)
             if found is None:
                 continue
             violation_count += 1

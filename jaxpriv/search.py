@@ -1,0 +1,693 @@
+"""Adversarial tightness search: optax maximizes a relation's conclusion at a fixed premise level.
+
+For each grid point ``x`` (and condition parameter ``ε``) many restarts each optimize one
+mechanism. Data flows one way: **parameterize** (softmax logits) → **retract** onto the feasible
+set → **smooth objective** → optax step, all inside one jitted ``lax.scan`` per segment of steps,
+vmapped over restarts and grid points and sharded over devices → **re-evaluate** the best restarts
+exactly in float64, from scratch → **envelope** of real witnesses and verified violations.
+
+Constraint handling is an exact, feasibility-preserving retraction rather than a penalty. A
+candidate ``K`` is mixed with the constant mechanism ``U`` (rows ``1/m``):
+``K_t = (1−t)K + tU``. Every ratio ``K[d,w]/K[d',w]`` and ``K[d,w]/p(w)`` moves monotonically
+towards 1 as ``t`` grows, so the LDP and MBP levels are non-increasing in ``t``, and the least
+``t`` with premise ``≤ x`` has a closed form (:func:`premise_keep`). The retraction is the
+identity on feasible mechanisms (``t = 0``), so every feasible mechanism is reachable, and every
+iterate is feasible: no multiplier to tune and no witness that misses its premise. The same trick
+keeps the prior ``ε``-close to uniform (mix with the uniform prior) and the belief ``ε``-close to
+the prior (mix with ``π``); extreme points are reached at finite parameters, where a squashing
+map (``ε·sigmoid(u)``) would need ``u → ±∞``. The maxima in the conclusion (MBP, LDP, γ over
+secrets) are smoothed by a log-sum-exp whose temperature is annealed towards 0; the true
+(hard) objective is what picks each restart's best iterate.
+
+PAC robustness (R6): outputs carry soft failure gates ``g_w ∈ (0,1)``. A fractional gate is
+exact — it is the mechanism with output ``w`` split in two proportional copies, which leaves
+every MBP ratio unchanged — and the best ``γ/β`` is attained at a single failing output
+(mediant inequality), so witnesses take the best binary gate set, keeping ``m`` outputs.
+
+The envelope is a lower bound on ``E_R(x)`` (SPEC §4), except where :mod:`jaxpriv.certify`
+knows the exact value; there the search reports its optimality gap.
+
+Examples:
+  >>> from jaxpriv import search
+  >>> config = search.make_config("R2", n=3, m=3, grid=(0.5,), restarts=8, steps=200)
+  >>> result = search.run(config, progress=False)
+  >>> row = result.rows[0]
+  >>> row["premise"] <= 0.5 + 1e-12, row["gap"] < 0.01  # reaches the certified 2ξ = 1.0
+  (True, True)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.scipy.special import logsumexp
+from jax.sharding import Mesh, PartitionSpec
+
+from jaxpriv import certify, io, notions, relations
+from jaxpriv.errors import InputError
+from jaxpriv.mechanisms import Mechanism
+
+STATE_FILE = "search_state.npz"
+PREMISES = ("ldp", "mbp")
+CONCLUSIONS = ("mbp", "ldp", "abp", "pac_gamma")
+PAC_OPTIONS = {"mu": 0.0, "alpha": 1.0, "d_true": 0}
+FAIL_VALUE = 2.0
+"""Output value of a failing output (``|v − μ| > α`` with ``μ = 0, α = 1``); passing ones get 0."""
+
+
+# --------------------------------------------------------------------------------------------
+# configuration
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchSetup:
+    """How a relation is searched (derived from its registry entry).
+
+    Attributes:
+      prior: ``"uniform"`` (held fixed), ``"close"`` (``ε_unif(π) ≤ ε``) or ``"free"``.
+      belief: ``"prior"`` (``b = π``) or ``"close"`` (``ε_bel(b, π) ≤ ε``).
+      gates: outputs carry PAC failure gates (R6).
+      gridded_parameter: the bound is taken at the given ``ε``; otherwise (R6's β) at the
+        measured parameter, which the search is free to choose.
+    """
+
+    prior: str
+    belief: str
+    gates: bool
+    gridded_parameter: bool
+
+
+def setup_for(relation: relations.Relation) -> SearchSetup:
+    if relation.premise not in PREMISES:
+        raise InputError(f"{relation.id}: the search handles premises {', '.join(PREMISES)}, "
+                         f"not {relation.premise!r}")
+    if relation.conclusion not in CONCLUSIONS:
+        raise InputError(f"{relation.id}: the search handles conclusions "
+                         f"{', '.join(CONCLUSIONS)}, not {relation.conclusion!r}")
+    uniform = relation.parameter == "eps_unif" and relation.parameter_limit is not None
+    prior = "uniform" if uniform else ("close" if relation.parameter == "eps_unif" else "free")
+    belief = "close" if relation.parameter == "eps_bel" else "prior"
+    gates = relation.conclusion == "pac_gamma"
+    gridded = relation.parameter in ("eps_unif", "eps_bel") and not uniform
+    return SearchSetup(prior, belief, gates, gridded)
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchConfig:
+    """Everything that determines a search's result.
+
+    Attributes:
+      relation: registry id.
+      n, m: mechanism shape.
+      grid: premise levels ``x`` (nats, > 0).
+      param: the condition parameter ``ε`` (R3–R5); 0 elsewhere.
+      law: ABP observation law, ``"record"`` or ``"output"``; restart ``r`` targets the true
+        secret (or output) ``r mod n`` (``r mod m``), so the max over them is searched exactly.
+      restarts: independent optimizations per grid point (rounded up to the device count).
+      steps: optimizer steps (at most; see ``patience``).
+      segment: steps per compiled call (progress, checkpoints and early stopping happen between).
+      patience: stop when, in the second half of the schedule (temperature already low),
+        ``patience`` segments in a row improved no grid point's best objective by more than
+        ``tol``.
+      tol: improvement threshold of the early stop (objective is a log, so relative).
+      learning_rate: peak Adam step size (cosine-decayed to 1% over ``steps``).
+      clip: gradient clipping (global norm, per restart).
+      temperature: log-sum-exp temperature, annealed geometrically from the first value to the
+        second over ``steps``.
+      top: best restarts per grid point re-evaluated in float64.
+      seed: PRNG seed.
+    """
+
+    relation: str
+    n: int
+    m: int
+    grid: tuple[float, ...]
+    param: float = 0.0
+    law: str = "record"
+    restarts: int = 128
+    steps: int = 3000
+    segment: int = 100
+    patience: int = 3
+    tol: float = 1e-6
+    learning_rate: float = 0.02
+    clip: float = 1.0
+    temperature: tuple[float, float] = (0.2, 1e-4)
+    top: int = 8
+    seed: int = 0
+
+    @property
+    def options(self) -> dict[str, Any]:
+        relation = relations.get(self.relation)
+        options = dict(PAC_OPTIONS) if setup_for(relation).gates else {}
+        if relation.conclusion == "abp":
+            options["law"] = self.law
+        return options
+
+
+def parse_grid(text: str) -> tuple[float, ...]:
+    """``"a:b:k"`` (``k`` points from ``a`` to ``b``) or a comma list ``"0.1,0.5,1"``."""
+    try:
+        if ":" in text:
+            low, high, count = text.split(":")
+            points = np.linspace(float(low), float(high), int(count))
+        else:
+            points = np.array([float(v) for v in text.split(",") if v.strip()])
+    except ValueError:
+        raise InputError(f"--grid {text!r}: expected 'low:high:count' or a comma list") from None
+    if points.size == 0:
+        raise InputError(f"--grid {text!r} has no points")
+    return tuple(float(v) for v in points)
+
+
+def make_config(relation: str, n: int, m: int, grid, **overrides) -> SearchConfig:
+    """A validated :class:`SearchConfig` (``grid``: a sequence or a :func:`parse_grid` string)."""
+    rel = relations.get(relation)
+    setup = setup_for(rel)
+    grid = parse_grid(grid) if isinstance(grid, str) else tuple(float(v) for v in grid)
+    for name, value, low in (("n", n, 2), ("m", m, 2)):
+        if int(value) != value or value < low:
+            raise InputError(f"--{name} must be an integer >= {low}, got {value}")
+    if n * m > 1024:
+        raise InputError(f"n*m = {n * m} is above the search limit of 1024 entries")
+    if not grid or not all(math.isfinite(x) and x > 0 for x in grid):
+        raise InputError(f"--grid points must be finite and > 0, got {list(grid)}")
+    if rel.premise_limit is not None and max(grid) > rel.premise_limit:
+        raise InputError(f"{rel.id} is claimed only for {rel.premise} ≤ {rel.premise_limit}; "
+                         f"the grid reaches {max(grid)}")
+    param = float(overrides.get("param", 0.0))
+    if not math.isfinite(param) or param < 0:
+        raise InputError(f"--param must be finite and >= 0, got {param}")
+    if param > 0 and not setup.gridded_parameter:
+        raise InputError(f"{rel.id} has no condition parameter to set; leave --param out")
+    law = overrides.get("law", "record")
+    if law not in ("record", "output"):
+        raise InputError(f"--law must be 'record' or 'output', got {law!r}")
+    for name in ("restarts", "steps", "segment", "patience", "top"):
+        value = overrides.get(name, 1)
+        if int(value) != value or value < 1:
+            raise InputError(f"--{name} must be a positive integer, got {value}")
+    if overrides.get("learning_rate", 1.0) <= 0:
+        raise InputError(f"--lr must be positive, got {overrides['learning_rate']}")
+    if int(overrides.get("seed", 0)) != overrides.get("seed", 0) or overrides.get("seed", 0) < 0:
+        raise InputError(f"--seed must be a non-negative integer, got {overrides['seed']}")
+    devices = jax.device_count()
+    restarts = int(overrides.pop("restarts", SearchConfig.restarts))
+    restarts = -(-restarts // devices) * devices
+    top = min(int(overrides.pop("top", SearchConfig.top)), restarts)
+    return SearchConfig(relation=rel.id, n=int(n), m=int(m), grid=grid, restarts=restarts,
+                        top=top, **overrides)
+
+
+# --------------------------------------------------------------------------------------------
+# parameterization and retraction (dtype-generic: float32 search, float64 re-evaluation)
+# --------------------------------------------------------------------------------------------
+
+
+class Params(NamedTuple):
+    """Unconstrained parameters of one mechanism."""
+
+    logits: jax.Array  # (n, m): rows of K before the premise retraction
+    prior: jax.Array  # (n,)
+    belief: jax.Array  # (n,)
+    gates: jax.Array  # (m,): PAC failure gates (logits); unused unless the relation has them
+
+
+def _mix(log_a, log_b, log_keep):
+    """``log(keep·a + (1−keep)·b)`` with ``keep = exp(log_keep) ∈ (0, 1]``; gradient-safe at
+    ``keep = 1`` (double where: the unused branch never sees ``log 0``)."""
+    mixing = log_keep < 0
+    safe = jnp.where(mixing, log_keep, -1.0)
+    mixed = jnp.logaddexp(safe + log_a, jnp.log(-jnp.expm1(safe)) + log_b)
+    return jnp.where(mixing, mixed, log_a)
+
+
+def _log_keep(a, b, E, floor):
+    """``log(1 − t)`` for the least ``t`` with ``(1−t)a + t·c ≤ E·((1−t)b + t·c)``, where mixing
+    moves ``a`` and ``b`` towards the same ``c`` and ``floor = (E−1)·c``:
+    ``1 − t = floor/(A + floor)``, ``A = a − E·b``; 0 where the inequality already holds."""
+    excess = a - E * b
+    over = excess > 0
+    safe = jnp.where(over, excess, 1.0)
+    return jnp.where(over, jnp.log(floor) - jnp.log(safe + floor), 0.0)
+
+
+def _soft_min(values, temperature):
+    """``−τ·logsumexp(−v/τ)`` (never above the min); the hard min when ``τ`` is None."""
+    return -_soft_max(-values, temperature)
+
+
+def premise_keep(premise: str, K, prior, x, temperature=None):
+    """``log(1 − t)`` for the least ``t`` such that ``(1−t)K + t/m`` has ``premise ≤ x``
+    (0 if ``K`` already has).
+
+    Args:
+      premise: ``"ldp"`` or ``"mbp"``.
+      K: ``(n, m)`` row-stochastic, positive. prior: ``(n,)``. x: level, > 0.
+      temperature: if given, the min over the entries is a soft min at this temperature:
+        smooth, and never above the min, so the mixed mechanism stays feasible.
+    """
+    E = jnp.exp(x)
+    floor = jnp.expm1(x) / K.shape[-1]
+    if premise == "ldp":
+        keep = _log_keep(jnp.max(K, axis=0), jnp.min(K, axis=0), E, floor)
+    else:
+        p = prior @ K
+        keep = jnp.minimum(_log_keep(K, p[None, :], E, floor), _log_keep(p[None, :], K, E, floor))
+    return jnp.minimum(_soft_min(keep, temperature), 0.0)
+
+
+def belief_keep(belief, prior, eps):
+    """``log(1 − t)`` for the least ``t`` such that ``(1−t)b + tπ`` has ``ε_bel ≤ ε``."""
+    E = jnp.exp(eps)
+    floor = jnp.expm1(eps) * prior
+    return jnp.min(jnp.minimum(_log_keep(belief, prior, E, floor),
+                               _log_keep(prior, belief, E, floor)))
+
+
+def build(params: Params, x, eps, relation: relations.Relation, setup: SearchSetup,
+          temperature=None) -> Mechanism:
+    """The feasible mechanism of ``params`` at premise level ``x`` and condition parameter ``eps``
+    (in the parameters' dtype; ``temperature`` smooths the premise retraction). Gates are not
+    applied here: see :func:`log_conclusion` and :func:`witness_mechanisms`."""
+    n, m = params.logits.shape
+    if setup.prior == "uniform":
+        log_prior = jnp.full((n,), -jnp.log(n), params.prior.dtype)
+    elif setup.prior == "close":
+        log_prior0 = jax.nn.log_softmax(params.prior)
+        prior0 = jnp.exp(log_prior0)
+        keep = _log_keep(jnp.max(prior0), jnp.min(prior0), jnp.exp(eps), jnp.expm1(eps) / n)
+        log_prior = _mix(log_prior0, jnp.full_like(log_prior0, -jnp.log(n)), keep)
+    else:
+        log_prior = jax.nn.log_softmax(params.prior)
+    if setup.belief == "close":
+        log_belief0 = jax.nn.log_softmax(params.belief)
+        keep = belief_keep(jnp.exp(log_belief0), jnp.exp(log_prior), eps)
+        log_belief = _mix(log_belief0, log_prior, keep)
+    else:
+        log_belief = log_prior
+    log_K0 = jax.nn.log_softmax(params.logits, axis=-1)
+    keep = premise_keep(relation.premise, jnp.exp(log_K0), jnp.exp(log_prior), x, temperature)
+    log_K = _mix(log_K0, jnp.full_like(log_K0, -jnp.log(m)), keep)
+    return Mechanism(log_K, log_prior, log_belief, None)
+
+
+# --------------------------------------------------------------------------------------------
+# objective
+# --------------------------------------------------------------------------------------------
+
+
+def _soft_max(values, temperature):
+    """``τ·logsumexp(v/τ)`` (≥ max, within ``τ·log(size)``); the hard max when ``τ`` is None."""
+    values = values.reshape(-1)
+    if temperature is None:
+        return jnp.max(values)
+    return temperature * logsumexp(values / temperature)
+
+
+def _safe_log(v):
+    positive = v > 0
+    return jnp.where(positive, jnp.log(jnp.where(positive, v, 1.0)), -1e4)
+
+
+def log_conclusion(mech: Mechanism, gates, relation: relations.Relation, target: int, law: str,
+                   temperature):
+    """``log`` of the (smoothed) conclusion level and the measured condition parameter.
+
+    ``target``: the true secret (record law) or output (output law) whose ABP this restart
+    maximizes; the failing-side secret count for R6 is all ``d ≠ d_true``.
+    """
+    log_K = mech.log_K
+    kind = relation.conclusion
+    if kind == "mbp":
+        log_p = notions.log_marginal_kernel(log_K, mech.log_prior)
+        return jnp.log(_soft_max(jnp.abs(log_K - log_p[None, :]), temperature)), None
+    if kind == "ldp":
+        spread = log_K[:, None, :] - log_K[None, :, :]
+        return jnp.log(_soft_max(spread, temperature)), None
+    if kind == "abp":
+        if law == "record":
+            q = jnp.exp(log_K[target % mech.n])
+        else:
+            q = jax.nn.one_hot(target % mech.m, mech.m, dtype=log_K.dtype)
+        abp = notions.abp_kernel(log_K, mech.log_prior, mech.log_belief, q[None, :])[0]
+        return _safe_log(abp), None
+    # pac_gamma over pac_beta, soft gates
+    log_beta = logsumexp(log_K + jax.nn.log_sigmoid(gates)[None, :], axis=-1)
+    d_true = PAC_OPTIONS["d_true"]
+    others = jnp.where(jnp.arange(mech.n) == d_true, -jnp.inf, log_beta)
+    return _soft_max(others, temperature), log_beta[d_true]
+
+
+def objective(params: Params, x, eps, relation, setup, target, law, temperature):
+    """``log(conclusion) − log(bound(x, parameter))``: the log of the inverse slack at the grid
+    point (the bound at the grid's ``ε`` where it is gridded, at the measured β for R6)."""
+    mech = build(params, x, eps, relation, setup, temperature)
+    log_y, log_param = log_conclusion(mech, params.gates, relation, target, law, temperature)
+    if setup.gates:
+        # R6: bound (1+4x)·β, in logs
+        return log_y - jnp.log(relation.bound(x, 1.0)) - log_param
+    return log_y - jnp.log(relation.bound(x, eps))
+
+
+# --------------------------------------------------------------------------------------------
+# the optimization loop
+# --------------------------------------------------------------------------------------------
+
+
+class SearchState(NamedTuple):
+    params: Params  # (G, R, ...)
+    opt_state: Any
+    best_params: Params
+    best_score: jax.Array  # (G, R): hard objective of best_params
+    step: jax.Array  # () int32
+
+
+def default_optimizer(config: SearchConfig) -> optax.GradientTransformation:
+    """Clipped Adam on a cosine schedule (decays to 1% of the peak over ``config.steps``)."""
+    schedule = optax.cosine_decay_schedule(config.learning_rate, config.steps, alpha=0.01)
+    return optax.chain(optax.clip_by_global_norm(config.clip), optax.adam(schedule))
+
+
+def initial_params(config: SearchConfig, dtype=jnp.float32) -> Params:
+    """Random starting points, a different logit scale per restart (``(G, R, ...)`` arrays)."""
+    G, R, n, m = len(config.grid), config.restarts, config.n, config.m
+
+    def one(index):
+        key = jax.random.fold_in(jax.random.key(config.seed), index)
+        k_scale, k_K, k_p, k_b, k_g = jax.random.split(key, 5)
+        scale = jnp.exp(jax.random.uniform(k_scale, (), dtype, jnp.log(0.3), jnp.log(4.0)))
+        return Params(scale * jax.random.normal(k_K, (n, m), dtype),
+                      jax.random.normal(k_p, (n,), dtype),
+                      jax.random.normal(k_b, (n,), dtype),
+                      jax.random.normal(k_g, (m,), dtype))
+
+    flat = jax.vmap(one)(jnp.arange(G * R, dtype=jnp.uint32))
+    return jax.tree_util.tree_map(lambda a: a.reshape((G, R) + a.shape[1:]), flat)
+
+
+def make_segment(config: SearchConfig, optimizer: optax.GradientTransformation):
+    """The jitted ``state -> state`` that runs ``config.segment`` optimizer steps on every restart
+    of every grid point (restarts sharded over the local devices)."""
+    relation = relations.get(config.relation)
+    setup = setup_for(relation)
+    grid = jnp.asarray(config.grid, jnp.float32)
+    eps = jnp.float32(config.param)
+    t0, t1 = config.temperature
+    mesh = Mesh(np.array(jax.devices()), ("restarts",))
+
+    def restart_step(params, opt_state, best_params, best_score, x, target, step):
+        fraction = jnp.minimum(step / config.steps, 1.0)
+        temperature = t0 * (t1 / t0) ** fraction
+        # optax minimizes: descend on the negated objective
+        grads = jax.grad(lambda q: -objective(q, x, eps, relation, setup, target, config.law,
+                                              temperature))(params)
+        # a non-finite gradient (never expected) must not poison the restart
+        grads = jax.tree_util.tree_map(lambda g: jnp.where(jnp.isfinite(g), g, 0.0), grads)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        params = optax.apply_updates(params, updates)
+        score = objective(params, x, eps, relation, setup, target, config.law, None)
+        score = jnp.where(jnp.isfinite(score), score, -jnp.inf)
+        better = score > best_score
+        best_params = jax.tree_util.tree_map(lambda b, p: jnp.where(better, p, b), best_params,
+                                             params)
+        return params, opt_state, best_params, jnp.maximum(score, best_score)
+
+    # vmap over restarts, then over grid points
+    over_restarts = jax.vmap(restart_step, in_axes=(0, 0, 0, 0, None, 0, None))
+    over_grid = jax.vmap(over_restarts, in_axes=(0, 0, 0, 0, 0, None, None))
+
+    def local_segment(params, opt_state, best_params, best_score, targets, step):
+        def body(carry, k):
+            p, o, bp, bs = carry
+            return over_grid(p, o, bp, bs, grid, targets, step + k), None
+        carry, _ = jax.lax.scan(body, (params, opt_state, best_params, best_score),
+                                jnp.arange(config.segment, dtype=jnp.int32))
+        return carry
+
+    spec = PartitionSpec(None, "restarts")
+    sharded = jax.shard_map(local_segment, mesh=mesh,
+                            in_specs=(spec, spec, spec, spec, PartitionSpec("restarts"),
+                                      PartitionSpec()),
+                            out_specs=(spec, spec, spec, spec))
+    targets = jnp.arange(config.restarts, dtype=jnp.int32)
+
+    def segment(state: SearchState) -> SearchState:
+        params, opt_state, best_params, best_score = sharded(
+            state.params, state.opt_state, state.best_params, state.best_score, targets,
+            state.step)
+        return SearchState(params, opt_state, best_params, best_score,
+                           state.step + config.segment)
+
+    return jax.jit(segment, donate_argnums=0)
+
+
+def initial_state(config: SearchConfig, optimizer: optax.GradientTransformation) -> SearchState:
+    params = initial_params(config)
+    opt_state = jax.vmap(jax.vmap(optimizer.init))(params)
+    G, R = len(config.grid), config.restarts
+    best = jax.tree_util.tree_map(jnp.copy, params)  # not aliased: the state is donated
+    return SearchState(params, opt_state, best, jnp.full((G, R), -jnp.inf, jnp.float32),
+                       jnp.zeros((), jnp.int32))
+
+
+# --------------------------------------------------------------------------------------------
+# float64 re-evaluation: from the best parameters to real witnesses
+# --------------------------------------------------------------------------------------------
+
+
+def witness_mechanisms(config: SearchConfig, params: Params, x: float) -> list[Mechanism]:
+    """The float64 mechanism(s) of one restart's parameters at grid point ``x``: built again
+    from scratch with the retraction in float64; for R6, one per binary gate set tried (the
+    gates rounded, and each single failing output)."""
+    relation = relations.get(config.relation)
+    setup = setup_for(relation)
+    gate_sets = [None]
+    if setup.gates:
+        rounded = np.asarray(params.gates) > 0
+        gate_sets = ([rounded] if rounded.any() else []) + list(np.eye(config.m, dtype=bool))
+    with jax.enable_x64(True):
+        p64 = jax.tree_util.tree_map(lambda a: jnp.asarray(np.asarray(a, np.float64)), params)
+        mech = build(p64, jnp.float64(x), jnp.float64(config.param), relation, setup)
+        log_K, log_prior, log_belief = (np.asarray(a) for a in (mech.log_K, mech.log_prior,
+                                                                mech.log_belief))
+        return [Mechanism.from_log_K(log_K, log_prior, log_belief,
+                                     None if g is None else np.where(g, FAIL_VALUE, 0.0),
+                                     dtype=np.float64) for g in gate_sets]
+
+
+class SearchResult(NamedTuple):
+    config: SearchConfig
+    rows: list[dict[str, Any]]  # one per grid point, see report.SEARCH_COLUMNS
+    violations: list[dict[str, Any]]
+    seconds: float
+    compile_seconds: float
+    steps: int  # steps actually run (early stop)
+
+
+def evaluate_grid(config: SearchConfig, state: SearchState, out_dir: Path | None
+                  ) -> tuple[list[dict], list[dict]]:
+    """Re-evaluate the ``top`` best restarts of every grid point in float64 and keep, per grid
+    point, the witness with the smallest slack at that point among those that satisfy its
+    premise and condition; check every one for a violation."""
+    relation = relations.get(config.relation)
+    setup = setup_for(relation)
+    options = config.options
+    scores = np.asarray(state.best_score)
+    best = jax.tree_util.tree_map(np.asarray, state.best_params)
+    cert = certify.envelope(config.relation, np.asarray(config.grid), config.param, n=config.n)
+    rows, violations = [], []
+    for g, x in enumerate(config.grid):
+        order = np.argsort(-scores[g], kind="stable")[:config.top]
+        chosen = None
+        for r in order:
+            params = jax.tree_util.tree_map(lambda a: a[g, r], best)
+            for mech in witness_mechanisms(config, params, x):
+                checked = relation.check(mech, **options)
+                if bool(checked.violated):
+                    violations.append((g, int(r), mech))
+                feasible = (float(checked.premise) <= x * (1 + 1e-9) + 1e-12
+                            and bool(checked.condition_holds)
+                            and (not setup.gridded_parameter
+                                 or float(checked.parameter) <= config.param * (1 + 1e-9) + 1e-12))
+                if not feasible:
+                    continue
+                grid_bound = _grid_bound(relation, setup, x, config.param, checked)
+                slack = float(relations.slack(grid_bound, float(checked.conclusion)))
+                if chosen is None or slack < chosen[0]:
+                    chosen = (slack, grid_bound, checked, mech, int(r))
+        rows.append(_row(config, g, x, chosen, cert, out_dir))
+    found = []
+    witness_dir = out_dir / "witnesses" if out_dir is not None else Path(
+        tempfile.mkdtemp(prefix="jaxpriv-search-"))
+    for g, r, mech in violations:
+        target = witness_dir / f"{config.relation}-g{g:03d}-r{r:04d}.json"
+        verified = certify.verify_witness(relation, mech, options, target, g * config.restarts + r)
+        if verified is None:
+            continue
+        verified["grid_point"] = config.grid[g]
+        if out_dir is None:
+            Path(verified["file"]).unlink()
+            verified["file"] = None
+        else:
+            verified["file"] = str(Path(verified["file"]).relative_to(out_dir))
+        found.append(verified)
+    return rows, found
+
+
+def _grid_bound(relation, setup, x, param, checked) -> float:
+    with jax.enable_x64(True):
+        used = float(checked.parameter) if not setup.gridded_parameter else param
+        return float(relation.bound(jnp.float64(x), jnp.float64(used)))
+
+
+def _row(config, g, x, chosen, cert, out_dir) -> dict[str, Any]:
+    row = {"x": x, "param": config.param if setup_for(relations.get(config.relation))
+           .gridded_parameter else "", "premise": np.nan, "parameter": np.nan,
+           "conclusion": np.nan, "bound": np.nan, "slack": np.nan, "count": config.restarts,
+           "witness": "", "certified_slack": np.nan, "gap": np.nan}
+    if cert is not None:
+        row["certified_slack"] = float(cert.min_slack[g])
+    if chosen is None:
+        return row
+    slack, bound, checked, mech, r = chosen
+    row.update(premise=float(checked.premise), parameter=float(checked.parameter),
+               conclusion=float(checked.conclusion), bound=bound, slack=slack)
+    if cert is not None:
+        # relative shortfall of the found conclusion/bound ratio against the certified one
+        row["gap"] = 1.0 - row["certified_slack"] / slack if np.isfinite(slack) else 1.0
+    if out_dir is not None:
+        name = f"witnesses/grid/g{g:03d}.json"
+        io.save_mechanism(out_dir / name, mech, relation=config.relation, grid_point=x,
+                          restart=r, **config.options)
+        row["witness"] = name
+    return row
+
+
+# --------------------------------------------------------------------------------------------
+# driver
+# --------------------------------------------------------------------------------------------
+
+
+def run(config: SearchConfig, out: str | os.PathLike | None = None, resume: bool = False,
+        progress: bool = True, optimizer: optax.GradientTransformation | None = None,
+        max_segments: int | None = None, sweep_dir: str | os.PathLike | None = None
+        ) -> SearchResult:
+    """Run (or resume) a search; with ``out``, checkpoint after every segment and write the report.
+
+    Args:
+      config: from :func:`make_config`.
+      out: run directory (``summary.json``, ``envelope.csv``, ``envelope.png``, ``witnesses/``).
+      resume: continue from ``out``'s checkpoint (same config required).
+      progress: show a progress bar (restart-steps/s, ETA) on stderr.
+      optimizer: an optax ``GradientTransformation`` (default :func:`default_optimizer`);
+        applied per restart.
+      max_segments: stop after this many segments in this call (resumable; no report).
+      sweep_dir: a sweep run directory whose envelope the plot shows beside the search's.
+
+    Returns:
+      a :class:`SearchResult`; ``rows`` hold float64 levels of real witnesses.
+    """
+    optimizer = optimizer or default_optimizer(config)
+    out_dir = Path(out) if out is not None else None
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    began = time.perf_counter()
+    state = initial_state(config, optimizer)
+    done = {"seconds": 0.0, "quiet_segments": 0, "history": []}
+    if resume:
+        if out_dir is None:
+            raise InputError("--resume needs --out DIR")
+        state, done = _load(out_dir, config, state)
+    elif out_dir is not None and (out_dir / STATE_FILE).exists():
+        raise InputError(f"{out_dir} already holds a search; use --resume, or a new --out")
+    segment = make_segment(config, optimizer)
+    segment = segment.lower(state).compile()
+    compile_seconds = time.perf_counter() - began
+    seconds, quiet, history = done["seconds"], done["quiet_segments"], done["history"]
+    total = -(-config.steps // config.segment)
+    start = int(state.step) // config.segment
+    bar = _progress_bar(config, start, progress)
+    stop = total if max_segments is None else min(total, start + max_segments)
+    previous = np.max(np.asarray(state.best_score), axis=1)
+    for _ in range(start, stop):
+        if quiet >= config.patience:
+            break
+        began = time.perf_counter()
+        state = segment(state)
+        current = np.max(np.asarray(state.best_score), axis=1)
+        improved = np.any(current > previous + config.tol)
+        late = int(state.step) >= config.steps // 2
+        quiet = 0 if improved or not late else quiet + 1
+        previous = current
+        history.append(float(np.mean(current[np.isfinite(current)])) if np.isfinite(current).any()
+                       else None)
+        seconds += time.perf_counter() - began
+        if out_dir is not None:
+            _save(out_dir, config, state, {"seconds": seconds, "quiet_segments": quiet,
+                                           "history": history})
+        if bar is not None:
+            bar.update(config.segment * config.restarts * len(config.grid))
+    if bar is not None:
+        bar.close()
+    finished = quiet >= config.patience or int(state.step) >= total * config.segment
+    steps = int(state.step)
+    if not finished:
+        return SearchResult(config, [], [], seconds, compile_seconds, steps)
+    rows, violations = evaluate_grid(config, state, out_dir)
+    result = SearchResult(config, rows, violations, seconds, compile_seconds, steps)
+    if out_dir is not None:
+        from jaxpriv import report
+        report.write_search(out_dir, result, relations.get(config.relation), sweep_dir)
+    return result
+
+
+def _save(out: Path, config: SearchConfig, state: SearchState, progress: dict) -> None:
+    meta = {"config": _config_dict(config), **progress}
+    leaves = {f"a{i}": np.asarray(leaf) for i, leaf in enumerate(jax.tree_util.tree_leaves(state))}
+    leaves["meta"] = np.asarray(json.dumps(meta))
+    io.atomic_write(out / STATE_FILE, lambda f: np.savez(f, **leaves), mode="wb")
+
+
+def _load(out: Path, config: SearchConfig, like: SearchState) -> tuple[SearchState, dict]:
+    path = out / STATE_FILE
+    if not path.exists():
+        raise InputError(f"{out}: no search checkpoint to resume (run without --resume first)")
+    try:
+        with np.load(path) as data:
+            meta = json.loads(str(data["meta"]))
+            leaves = [jnp.asarray(data[f"a{i}"]) for i in range(len(data.files) - 1)]
+    except (OSError, ValueError, KeyError) as error:
+        raise InputError(f"{path}: unreadable checkpoint ({error})") from None
+    if meta["config"] != _config_dict(config):
+        differing = sorted(k for k, v in _config_dict(config).items() if meta["config"].get(k) != v)
+        raise InputError(f"{out}: the checkpoint was made with different settings "
+                         f"({', '.join(differing)}); resume with the same arguments")
+    treedef = jax.tree_util.tree_structure(like)
+    return jax.tree_util.tree_unflatten(treedef, leaves), {k: v for k, v in meta.items()
+                                                           if k != "config"}
+
+
+def _config_dict(config: SearchConfig) -> dict:
+    return json.loads(json.dumps(dataclasses.asdict(config)))
+
+
+def _progress_bar(config: SearchConfig, start: int, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+    per_segment = config.segment * config.restarts * len(config.grid)
+    total = -(-config.steps // config.segment) * per_segment
+    return tqdm(total=total, initial=start * per_segment, unit="step", unit_scale=True,
+                desc=f"search {config.relation}", smoothing=0.1, dynamic_ncols=True)
