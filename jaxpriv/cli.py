@@ -3,9 +3,11 @@
     jaxpriv eval FILE.json [--json]           every core level of a mechanism
     jaxpriv check RELATION FILE.json [--json] check one published relation on a mechanism
     jaxpriv relations [--json]                the registry
+    jaxpriv sweep --relation R5 ...           random sweep of a relation (see --help)
+    jaxpriv search --relation R5 ...          adversarial tightness search (see --help)
 
 Exit status: 0 success (for ``check``: the bound holds or its condition does not apply),
-1 ``check`` found the bound violated, 2 bad input (one line on stderr, never a traceback).
+1 ``check``, ``sweep`` or ``search`` found the bound violated (verified in float64), 2 bad input (one line on stderr, never a traceback).
 Everything is computed in float64.
 """
 
@@ -72,6 +74,29 @@ def _parser() -> argparse.ArgumentParser:
                         "(default: the number of cores; results do not depend on it)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
+    p = sub.add_parser("search", help="optax search for the mechanisms closest to (or "
+                       "beyond) a relation's bound")
+    p.add_argument("--relation", required=True, help="relation id, or 'all'")
+    p.add_argument("--n", type=int, default=4, help="secrets (default 4)")
+    p.add_argument("--m", type=int, default=4, help="outputs (default 4)")
+    p.add_argument("--grid", default="0.05:3:60",
+                   help="premise levels: 'low:high:count' or '0.1,0.5,1' (default 0.05:3:60; "
+                        "R6 is claimed for ξ ≤ 1 only, its grid is clipped there)")
+    p.add_argument("--param", type=float, default=None,
+                   help="condition parameter ε for R3-R5 (ε_unif or ε_bel; default 0.5)")
+    p.add_argument("--law", default="record", help="ABP observation law: record or output")
+    p.add_argument("--restarts", type=int, default=128, help="restarts per grid point")
+    p.add_argument("--steps", type=int, default=3000, help="optimizer steps (at most)")
+    p.add_argument("--lr", type=float, default=0.02, help="peak Adam step size")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--sweep", default=None, help="a sweep run directory to plot beside")
+    p.add_argument("--out", required=True, help="run directory (one sub-directory per "
+                   "relation with --relation all)")
+    p.add_argument("--resume", action="store_true", help="continue a killed run in --out")
+    p.add_argument("--cpu-devices", type=int, default=None,
+                   help="on a CPU, split it into this many JAX devices (default: one per core)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
     p = sub.add_parser("relations", help="list the registered relations")
     p.add_argument("--json", action="store_true", help="print JSON")
     return parser
@@ -87,7 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _parser().print_help()
         return 2
     try:
-        commands = {"eval": _eval, "check": _check, "sweep": _sweep, "relations": _relations}
+        commands = {"eval": _eval, "check": _check, "sweep": _sweep, "search": _search,
+                    "relations": _relations}
         return commands[args.command](args)
     except InputError as e:
         print(f"jaxpriv: error: {e}", file=sys.stderr)
@@ -235,6 +261,58 @@ def _sweep(args) -> int:
               f"verified violations {result.violation_count} -> {run_dir}")
         worst_code = max(worst_code, 1 if result.violation_count else 0)
     return worst_code
+
+
+def _search(args) -> int:
+    from pathlib import Path
+
+    from jaxpriv import relations, search
+
+    _use_cpu_cores(args.cpu_devices)
+    grid = search.parse_grid(args.grid)
+    ids = list(relations.REGISTRY) if args.relation.strip().lower() == "all" else [
+        relations.get(args.relation).id]
+    configs = []
+    for rid in ids:
+        relation = relations.get(rid)
+        try:
+            setup = search.setup_for(relation)
+        except InputError:
+            if len(ids) == 1:
+                raise
+            continue  # --relation all: skip what the search cannot handle
+        points = grid
+        if relation.premise_limit is not None and len(ids) > 1:
+            points = tuple(x for x in grid if x <= relation.premise_limit) or (
+                relation.premise_limit,)
+        param = args.param if args.param is not None else (0.5 if setup.gridded_parameter
+                                                           else 0.0)
+        if not setup.gridded_parameter and len(ids) > 1:
+            param = 0.0
+        configs.append(search.make_config(rid, args.n, args.m, points, param=param, law=args.law,
+                                          restarts=args.restarts, steps=args.steps,
+                                          learning_rate=args.lr, seed=args.seed))
+    out = Path(args.out)
+    code = 0
+    for config in configs:
+        run_dir = out / config.relation if len(configs) > 1 else out
+        resume = args.resume and (len(configs) == 1 or (run_dir / search.STATE_FILE).exists())
+        sweep_dir = None
+        if args.sweep:
+            sweep_dir = Path(args.sweep) / config.relation if len(configs) > 1 else Path(args.sweep)
+        result = search.run(config, run_dir, resume=resume, progress=not args.quiet,
+                            sweep_dir=sweep_dir)
+        summary = json.loads((run_dir / "summary.json").read_text())
+        worst = summary["worst_slack"]
+        gap = summary["max_gap"]
+        print(f"{config.relation}: {len(config.grid)} grid points × {config.restarts} restarts, "
+              f"{result.steps} steps in {result.seconds:.1f} s "
+              f"({summary['restart_steps_per_second']:,.0f} restart-steps/s); worst slack "
+              f"{'n/a' if worst is None else f'{worst:.6g}'}"
+              f"{'' if gap is None else f'; max gap to certified {gap:.2%}'}; "
+              f"verified violations {len(result.violations)} -> {run_dir}")
+        code = max(code, 1 if result.violations else 0)
+    return code
 
 
 def _use_cpu_cores(devices: int | None) -> None:

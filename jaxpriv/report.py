@@ -161,3 +161,140 @@ def plot_envelope(path: Path, rows: list[dict], config, relation: relations.Rela
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+# --------------------------------------------------------------------------------------------
+# searches
+# --------------------------------------------------------------------------------------------
+
+SEARCH_COLUMNS = ENVELOPE_COLUMNS + ("certified_slack", "gap")
+"""``envelope.csv`` of a search: the sweep's columns (``x`` is the grid point, ``count`` the
+restarts) plus ``certified_slack`` (least possible slack, where a closed form is known) and
+``gap`` (``1 − certified_slack/slack``: the search's relative shortfall; 0 = optimal)."""
+
+
+def write_search(out_dir: Path, result, relation: relations.Relation,
+                 sweep_dir: str | Path | None = None) -> dict:
+    """Write ``summary.json``, ``envelope.csv`` and ``envelope.png`` for a finished search."""
+    config = result.config
+    rows = result.rows
+    with open(out_dir / "envelope.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=SEARCH_COLUMNS)
+        writer.writeheader()
+        writer.writerows({k: ("" if isinstance(v, float) and np.isnan(v) else v)
+                          for k, v in row.items()} for row in rows)
+    slacks = [r["slack"] for r in rows if np.isfinite(r["slack"])]
+    slacks += [v["slack"] for v in result.violations]
+    gaps = [r["gap"] for r in rows if np.isfinite(r["gap"])]
+    restart_steps = result.steps * config.restarts * len(config.grid)
+    rate = restart_steps / result.seconds if result.seconds else None
+    certified = bool(gaps) and len(gaps) == len(rows)
+    summary = {
+        "relation": config.relation,
+        "statement": relation.statement,
+        "sources": [str(s) for s in relation.sources],
+        "count": config.restarts * len(config.grid),
+        "grid_points": len(config.grid),
+        "restarts": config.restarts,
+        "steps": result.steps,
+        "restart_steps": restart_steps,
+        "seconds": result.seconds,
+        "restart_steps_per_second": rate,
+        "mechanisms_per_second": rate,
+        "compile_seconds": result.compile_seconds,
+        "worst_slack": min(slacks) if slacks else None,
+        "violation_count": len(result.violations),
+        "violations": [v["file"] for v in result.violations if v["file"]],
+        "violation_details": result.violations,
+        "envelope_kind": ("certified: closed form, search gap reported" if certified
+                          else "lower bound (adversarial search)"),
+        "max_gap": max(gaps) if gaps else None,
+        "config": dataclasses.asdict(config),
+        "devices": [str(d) for d in jax.devices()],
+        "versions": _versions(),
+    }
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    sweep_rows = read_envelope(Path(sweep_dir)) if sweep_dir is not None else None
+    plot_search(out_dir / "envelope.png", rows, config, relation, sweep_rows)
+    return summary
+
+
+def read_envelope(run_dir: Path) -> list[dict]:
+    """The rows of a run directory's ``envelope.csv`` (numbers as floats, blanks as NaN)."""
+    path = run_dir / "envelope.csv"
+    if not path.exists():
+        from jaxpriv.errors import InputError
+        raise InputError(f"{run_dir}: no envelope.csv (is it a finished sweep or search?)")
+    with open(path) as f:
+        return [{k: (v if k == "witness" else (np.nan if v == "" else float(v)))
+                 for k, v in row.items()} for row in csv.DictReader(f)]
+
+
+def _normalized(relation, rows, key="conclusion"):
+    """What the plot's top panel shows: the conclusion, or γ/β for R6 (whose bound scales with
+    the measured β)."""
+    if relation.conclusion == "pac_gamma":
+        return [r[key] / r["parameter"] if r["parameter"] else np.nan for r in rows]
+    return [r[key] for r in rows]
+
+
+def plot_search(path: Path, rows: list[dict], config, relation: relations.Relation,
+                sweep_rows: list[dict] | None = None) -> None:
+    """Claimed bound, search envelope, certified curve and (optionally) the sweep envelope;
+    slack underneath on a log scale."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from jaxpriv import certify
+
+    ratio = relation.conclusion == "pac_gamma"
+    xs = np.array([r["x"] for r in rows])
+    grid = np.linspace(0, max(xs.max(), 1e-3), 300)[1:]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6.5), sharex=True,
+                                      gridspec_kw={"height_ratios": [2, 1]})
+    with jax.enable_x64(True):
+        claim = np.asarray(relation.bound(jnp.asarray(grid), jnp.float64(1.0 if ratio
+                                                                          else config.param)))
+    param = f", {relation.parameter} ≤ {config.param:g}" if config.param else ""
+    top.plot(grid, claim, "--", color="k", label=f"claimed bound ({relation.id}{param})")
+    cert = certify.envelope(config.relation, grid, config.param, n=config.n)
+    if cert is not None:
+        certified = claim / cert.min_slack
+        top.plot(grid, certified, "-", color="tab:green", lw=1.2,
+                 label=f"certified supremum (n = {config.n})")
+        bottom.plot(grid, cert.min_slack, "-", color="tab:green", lw=1.2, label="certified")
+    top.plot(xs, _normalized(relation, rows), "o", ms=4, color="tab:blue",
+             label=f"search envelope ({config.restarts} restarts/point)")
+    bottom.plot(xs, [r["slack"] for r in rows], "o", ms=4, color="tab:blue", label="search")
+    if sweep_rows:
+        picked = [r for r in sweep_rows if not np.isfinite(r.get("param", np.nan))
+                  or r["param"] <= config.param + 1e-12 or ratio]
+        picked.sort(key=lambda r: r["x"])
+        if ratio:
+            best: dict[float, dict] = {}
+            for r in picked:
+                if r["parameter"] > 0 and (r["x"] not in best or r["conclusion"] / r["parameter"]
+                                           > best[r["x"]]["conclusion"] / best[r["x"]]["parameter"]):
+                    best[r["x"]] = r
+            picked = [best[k] for k in sorted(best)]
+        top.step([r["x"] for r in picked], _normalized(relation, picked), where="pre",
+                 color="tab:orange", label="sweep envelope")
+        bottom.plot([r["x"] for r in picked], [r["slack"] for r in picked], "s", ms=3,
+                    color="tab:orange", label="sweep")
+    top.set_ylabel("γ / β(d_true)" if ratio else f"{relation.conclusion} (conclusion level)")
+    top.set_title(f"{relation.id}: {relation.statement}\nadversarial search, {config.n}×{config.m}"
+                  f" mechanisms{', law ' + config.law if relation.conclusion == 'abp' else ''}",
+                  fontsize=9)
+    top.legend(fontsize=7)
+    top.grid(alpha=0.3)
+    bottom.axhline(1.0, color="r", lw=1, label="slack = 1 (violation below)")
+    bottom.set_yscale("log")
+    bottom.set_ylabel("slack = bound / envelope")
+    bottom.set_xlabel(f"{relation.premise} (premise level x, nats)")
+    bottom.legend(fontsize=7)
+    bottom.grid(alpha=0.3, which="both")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -59,6 +59,8 @@ from jaxpriv.errors import InputError
 from jaxpriv.mechanisms import Mechanism
 
 STATE_FILE = "search_state.npz"
+MAX_WITNESSES = 100
+"""Violating candidates verified and saved per search (more are not re-verified)."""
 PREMISES = ("ldp", "mbp")
 CONCLUSIONS = ("mbp", "ldp", "abp", "pac_gamma")
 PAC_OPTIONS = {"mu": 0.0, "alpha": 1.0, "d_true": 0}
@@ -317,6 +319,7 @@ def _soft_max(values, temperature):
 
 
 def _safe_log(v):
+    """``log v``, with a finite floor and a zero gradient at ``v = 0`` (a constant mechanism)."""
     positive = v > 0
     return jnp.where(positive, jnp.log(jnp.where(positive, v, 1.0)), -1e4)
 
@@ -332,10 +335,10 @@ def log_conclusion(mech: Mechanism, gates, relation: relations.Relation, target:
     kind = relation.conclusion
     if kind == "mbp":
         log_p = notions.log_marginal_kernel(log_K, mech.log_prior)
-        return jnp.log(_soft_max(jnp.abs(log_K - log_p[None, :]), temperature)), None
+        return _safe_log(_soft_max(jnp.abs(log_K - log_p[None, :]), temperature)), None
     if kind == "ldp":
         spread = log_K[:, None, :] - log_K[None, :, :]
-        return jnp.log(_soft_max(spread, temperature)), None
+        return _safe_log(_soft_max(spread, temperature)), None
     if kind == "abp":
         if law == "record":
             q = jnp.exp(log_K[target % mech.n])
@@ -524,14 +527,15 @@ def evaluate_grid(config: SearchConfig, state: SearchState, out_dir: Path | None
                 if not feasible:
                     continue
                 grid_bound = _grid_bound(relation, setup, x, config.param, checked)
-                slack = float(relations.slack(grid_bound, float(checked.conclusion)))
+                with jax.enable_x64(True):
+                    slack = float(relations.slack(grid_bound, float(checked.conclusion)))
                 if chosen is None or slack < chosen[0]:
                     chosen = (slack, grid_bound, checked, mech, int(r))
         rows.append(_row(config, g, x, chosen, cert, out_dir))
     found = []
     witness_dir = out_dir / "witnesses" if out_dir is not None else Path(
         tempfile.mkdtemp(prefix="jaxpriv-search-"))
-    for g, r, mech in violations:
+    for g, r, mech in violations[:MAX_WITNESSES]:
         target = witness_dir / f"{config.relation}-g{g:03d}-r{r:04d}.json"
         verified = certify.verify_witness(relation, mech, options, target, g * config.restarts + r)
         if verified is None:

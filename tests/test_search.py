@@ -1,0 +1,230 @@
+"""Adversarial search: certified optima reached, false bounds found, constraints kept, gradients
+finite at the boundary, determinism and resume; certified envelopes against brute force."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jaxpriv import certify, cli, notions, relations, search, sweep
+from jaxpriv.mechanisms import Mechanism
+
+QUICK = dict(restarts=16, steps=600, segment=100)
+
+
+def run(relation_id, grid, n=3, m=3, **overrides):
+    config = search.make_config(relation_id, n, m, grid, **(QUICK | overrides))
+    return search.run(config, progress=False)
+
+
+# -- certified envelopes (docs/certified.md) against exhaustive float64 grids, n = m = 2 ---------
+
+
+def _levels_2x2(a, b, pi0):
+    """LDP, MBP of K = [[a, 1−a], [b, 1−b]] with prior (π0, 1−π0), float64 numpy, broadcast."""
+    a, b, pi0 = np.broadcast_arrays(a, b, pi0)
+    K = np.stack([np.stack([a, 1 - a], -1), np.stack([b, 1 - b], -1)], -2)
+    prior = np.stack([pi0, 1 - pi0], -1)
+    p = np.einsum("...d,...dw->...w", prior, K)
+    ldp = np.max(np.abs(np.log(K[..., 0, :]) - np.log(K[..., 1, :])), -1)
+    mbp = np.max(np.abs(np.log(K) - np.log(p)[..., None, :]), (-2, -1))
+    return ldp, mbp
+
+
+@pytest.mark.parametrize("relation_id,eps", [("R1", 0.0), ("R2", 0.0), ("R3", 0.7), ("R4", 0.7)])
+def test_certified_envelope_is_the_maximum_over_an_exhaustive_grid(relation_id, eps):
+    """E_R(x) ≥ every grid mechanism's conclusion, and the grid comes within 1e-3 of it."""
+    t = np.linspace(1e-4, 1 - 1e-4, 700)
+    relation = relations.get(relation_id)
+    for x in (0.3, 1.0, 2.5):
+        best = 0.0
+        # R4 at x ≤ ε is attained only at π0 = 1/(1+e^x) exactly: keep it among the priors
+        priors = [0.5] if eps == 0 else [*np.linspace(1 / (1 + np.exp(eps)), 0.5, 25),
+                                         max(1 / (1 + np.exp(x)), 1 / (1 + np.exp(eps)))]
+        for pi0 in priors:
+            ldp, mbp = _levels_2x2(t[:, None], t[None, :], np.full((1, 1), pi0))
+            premise, conclusion = (ldp, mbp) if relation.premise == "ldp" else (mbp, ldp)
+            feasible = premise <= x
+            best = max(best, float(np.max(np.where(feasible, conclusion, 0.0))))
+        sup = float(certify.envelope(relation_id, x, eps, n=2).conclusion)
+        assert best <= sup * (1 + 1e-12), (x, best, sup)
+        assert best >= sup - 1e-3 * max(sup, 1), (x, best, sup)
+
+
+def test_certified_envelopes_bound_random_mechanisms_of_every_shape():
+    rng = np.random.default_rng(0)
+    for n, m in ((3, 2), (4, 5), (6, 3)):
+        K = rng.dirichlet(np.full(m, 0.3), size=(20000, n))
+        with jax.enable_x64(True):
+            mech = Mechanism.from_K(K, dtype=np.float64)
+            ldp, mbp = np.asarray(notions.ldp(mech)), np.asarray(notions.mbp(mech))
+        assert np.all(mbp <= certify.envelope("R1", ldp, n=n).conclusion * (1 + 1e-9) + 1e-12)
+        assert np.all(ldp <= certify.envelope("R2", mbp, n=n).conclusion * (1 + 1e-9) + 1e-12)
+
+
+def test_r6_certificate_is_the_closed_form_and_crosses_one_where_the_claim_fails():
+    x = np.array([0.1, 0.5, 1.0])
+    cert = certify.envelope("R6", x, n=3)
+    np.testing.assert_allclose(cert.min_slack, (1 + 4 * x) / np.exp(2 * x), rtol=1e-15)
+    assert certify.envelope("R5", 1.0, 0.0, n=3) is None  # no closed form: lower bound only
+
+
+# -- the search ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("relation_id,param", [("R1", 0.0), ("R2", 0.0), ("R4", 0.5)])
+def test_search_reaches_the_certified_optimum_within_one_percent(relation_id, param):
+    result = run(relation_id, (0.3, 1.5), param=param)
+    for row in result.rows:
+        assert -1e-9 <= row["gap"] < 0.01, row  # never above a certified supremum
+        assert row["premise"] <= row["x"] * (1 + 1e-9)
+
+
+def test_search_finds_r6_false_with_witnesses_that_recheck(tmp_path, capsys):
+    config = search.make_config("R6", 3, 3, (0.3, 1.0), **QUICK)
+    result = search.run(config, tmp_path / "r6", progress=False)
+    assert result.rows[0]["slack"] > 1 and result.rows[1]["slack"] < 0.7  # 5/e² = 0.677
+    assert result.violations and all(v["grid_point"] == 1.0 or v["premise"] > 0.63
+                                      for v in result.violations)
+    summary = json.loads((tmp_path / "r6" / "summary.json").read_text())
+    witness = tmp_path / "r6" / summary["violations"][0]
+    assert cli.main(["check", "R6", str(witness)]) == 1
+    assert "VIOLATED" in capsys.readouterr().out
+
+
+def test_injected_false_bound_is_found_by_the_search(too_tight_relation):
+    result = run(too_tight_relation.id, (0.5,), n=2, m=2)
+    assert result.violations and result.violations[0]["slack"] < 1
+    assert result.rows[0]["slack"] < 1
+
+
+@pytest.mark.parametrize("relation_id,param", [("R3", 0.4), ("R5", 0.3)])
+def test_reported_witnesses_keep_premise_and_condition(relation_id, param, tmp_path):
+    config = search.make_config(relation_id, 3, 3, (0.2, 1.0), param=param, **QUICK)
+    result = search.run(config, tmp_path / "run", progress=False)
+    relation = relations.get(relation_id)
+    from jaxpriv import io
+    for row in result.rows:
+        mech, extras = io.load_mechanism(tmp_path / "run" / row["witness"])
+        checked = relation.check(mech, **{k: extras.get(k) for k in config.options})
+        assert float(checked.premise) <= row["x"] * (1 + 1e-9)
+        assert float(checked.parameter) <= param * (1 + 1e-9)
+        assert float(checked.conclusion) == pytest.approx(row["conclusion"], rel=1e-12)
+        assert not bool(checked.violated)
+
+
+def test_same_seed_same_envelope_and_resume_equals_uninterrupted(tmp_path):
+    config = search.make_config("R5", 2, 3, (0.5,), param=0.2, **QUICK)
+    a = search.run(config, progress=False)
+    b = search.run(config, progress=False)
+    assert [r["conclusion"] for r in a.rows] == [r["conclusion"] for r in b.rows]
+    search.run(config, tmp_path / "run", progress=False, max_segments=2)
+    assert not (tmp_path / "run" / "summary.json").exists()
+    resumed = search.run(config, tmp_path / "run", resume=True, progress=False)
+    assert [r["conclusion"] for r in resumed.rows] == [r["conclusion"] for r in a.rows]
+
+
+def test_search_envelope_dominates_the_sweep_envelope(tmp_path):
+    sweep_config = sweep.make_config("R1", 3, 3, 20000, seed=0, chunk=10000, x_bins=8, x_max=4.0)
+    sweep.run(sweep_config, tmp_path / "sweep", progress=False)
+    from jaxpriv import report
+    rows = report.read_envelope(tmp_path / "sweep")
+    grid = tuple(sorted({r["x"] for r in rows}))
+    found = run("R1", grid)
+    by_x = {r["x"]: r["conclusion"] for r in found.rows}
+    for r in rows:
+        assert by_x[r["x"]] >= r["conclusion"] - 1e-12, (r["x"], by_x[r["x"]], r["conclusion"])
+
+
+# -- parameterization ------------------------------------------------------------------------------
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(["R1", "R2", "R3", "R4", "R5", "R6"]), st.floats(1e-4, 4.0),
+       st.floats(0.0, 2.0), st.integers(0, 2**31 - 1), st.floats(0.1, 30.0))
+def test_the_retraction_lands_in_the_feasible_set(relation_id, x, eps, seed, scale):
+    relation = relations.get(relation_id)
+    setup = search.setup_for(relation)
+    if relation.premise_limit is not None:
+        x = min(x, relation.premise_limit)
+    eps = eps if setup.gridded_parameter else 0.0
+    rng = np.random.default_rng(seed)
+    with jax.enable_x64(True):
+        params = search.Params(*(jnp.asarray(scale * rng.standard_normal(shape))
+                                 for shape in ((3, 4), (3,), (3,), (4,))))
+        mech = search.build(params, jnp.float64(x), jnp.float64(eps), relation, setup)
+        premise = float(relations.NOTIONS[relation.premise][1](mech, {}))
+        assert premise <= x * (1 + 1e-9) + 1e-12
+        assert float(notions.eps_unif(mech)) <= (eps if setup.prior != "free" else np.inf) + 1e-9
+        assert float(notions.eps_bel(mech)) <= eps + 1e-9
+        np.testing.assert_allclose(np.exp(np.asarray(mech.log_K)).sum(-1), 1.0, atol=1e-12)
+
+
+def test_the_retraction_is_the_identity_on_feasible_mechanisms():
+    relation = relations.get("R2")
+    setup = search.setup_for(relation)
+    logits = jnp.log(jnp.array([[0.5, 0.3, 0.2], [0.4, 0.35, 0.25], [0.45, 0.3, 0.25]]))
+    params = search.Params(logits, jnp.zeros(3), jnp.zeros(3), jnp.zeros(3))
+    mech = search.build(params, jnp.float32(2.0), jnp.float32(0.0), relation, setup)
+    np.testing.assert_allclose(mech.log_K, jax.nn.log_softmax(logits), rtol=1e-6)
+
+
+@pytest.mark.parametrize("relation_id", ["R1", "R2", "R3", "R4", "R5", "R6"])
+@pytest.mark.parametrize("case", ["feasible", "tiny_x", "extreme_logits", "constant"])
+def test_gradients_are_finite_at_boundary_points(relation_id, case):
+    relation = relations.get(relation_id)
+    setup = search.setup_for(relation)
+    n, m = 3, 4
+    logits = {"feasible": 0.01 * jnp.arange(n * m, dtype=jnp.float32).reshape(n, m),
+              "tiny_x": jnp.arange(n * m, dtype=jnp.float32).reshape(n, m),
+              "extreme_logits": 40.0 * jnp.sign(jnp.sin(jnp.arange(n * m, dtype=jnp.float32)
+                                                        )).reshape(n, m),
+              "constant": jnp.zeros((n, m))}[case]
+    x = jnp.float32(1e-6 if case == "tiny_x" else 0.8)
+    eps = jnp.float32(0.5 if setup.gridded_parameter else 0.0)
+    params = search.Params(logits, jnp.zeros(n), jnp.full((n,), 3.0) * (case != "constant"),
+                           jnp.zeros(m))
+    for temperature in (0.2, 1e-4, None):
+        grads = jax.grad(search.objective)(params, x, eps, relation, setup, 1, "record",
+                                           temperature)
+        for leaf in jax.tree_util.tree_leaves(grads):
+            assert np.all(np.isfinite(np.asarray(leaf))), (case, temperature)
+
+
+# -- command line --------------------------------------------------------------------------------
+
+
+def test_cli_search_writes_the_output_contract(tmp_path, capsys):
+    out = tmp_path / "r2"
+    code = cli.main(["search", "--relation", "R2", "--n", "2", "--m", "2", "--grid", "0.2:1:3",
+                     "--restarts", "8", "--steps", "300", "--out", str(out), "--quiet"])
+    assert code == 0
+    summary = json.loads((out / "summary.json").read_text())
+    for key in ("relation", "count", "seconds", "mechanisms_per_second", "worst_slack",
+                "violations", "devices", "versions", "restart_steps_per_second", "max_gap"):
+        assert key in summary
+    header = (out / "envelope.csv").read_text().splitlines()[0].split(",")
+    assert {"x", "premise", "conclusion", "bound", "slack", "witness", "gap"} <= set(header)
+    assert (out / "envelope.png").stat().st_size > 10_000
+    assert "max gap to certified" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--grid", "-1:2:3"], "grid points must be finite and > 0"),
+    (["--grid", "a:b"], "expected 'low:high:count'"),
+    (["--relation", "R6", "--grid", "0.5:2:3"], "claimed only for mbp ≤ 1"),
+    (["--relation", "R1", "--param", "0.5"], "no condition parameter"),
+    (["--restarts", "0"], "--restarts must be a positive integer"),
+    (["--law", "marginal"], "--law must be 'record' or 'output'"),
+])
+def test_cli_search_rejects_bad_arguments_with_one_line(argv, message, tmp_path, capsys):
+    base = {"--relation": "R5", "--grid": "0.5", "--out": str(tmp_path / "x")}
+    for flag, value in zip(argv[::2], argv[1::2]):
+        base[flag] = value
+    code = cli.main(["search", *[f"{flag}={value}" for flag, value in base.items()], "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
