@@ -115,8 +115,8 @@ class SearchConfig:
       n, m: mechanism shape.
       grid: premise levels ``x`` (nats, > 0).
       param: the condition parameter ``ε`` (R3–R5); 0 elsewhere.
-      law: ABP observation law, ``"record"`` or ``"output"``; restart ``r`` targets the true
-        secret (or output) ``r mod n`` (``r mod m``), so the max over them is searched exactly.
+      law: ABP observation law, ``"record"`` or ``"output"`` (the max over the true secret, or
+        the output, is part of the smoothed objective).
       restarts: independent optimizations per grid point (rounded up to the device count).
       steps: optimizer steps (at most; see ``patience``).
       segment: steps per compiled call (progress, checkpoints and early stopping happen between).
@@ -129,6 +129,8 @@ class SearchConfig:
       temperature: log-sum-exp temperature, annealed geometrically from the first value to the
         second over ``steps``.
       top: best restarts per grid point re-evaluated in float64.
+      explore: fraction of the steps during which, before every segment, the worse half of
+        the restarts restart near the better half (see :func:`_explore`); 0 turns it off.
       seed: PRNG seed.
     """
 
@@ -147,6 +149,7 @@ class SearchConfig:
     clip: float = 1.0
     temperature: tuple[float, float] = (0.2, 1e-4)
     top: int = 8
+    explore: float = 0.5
     seed: int = 0
 
     @property
@@ -178,6 +181,7 @@ def make_config(relation: str, n: int, m: int, grid, **overrides) -> SearchConfi
     rel = relations.get(relation)
     setup = setup_for(rel)
     grid = parse_grid(grid) if isinstance(grid, str) else tuple(float(v) for v in grid)
+    grid = tuple(sorted(set(grid)))  # neighbours in the grid share starting points
     for name, value, low in (("n", n, 2), ("m", m, 2)):
         if int(value) != value or value < low:
             raise InputError(f"--{name} must be an integer >= {low}, got {value}")
@@ -324,12 +328,13 @@ def _safe_log(v):
     return jnp.where(positive, jnp.log(jnp.where(positive, v, 1.0)), -1e4)
 
 
-def log_conclusion(mech: Mechanism, gates, relation: relations.Relation, target: int, law: str,
-                   temperature):
-    """``log`` of the (smoothed) conclusion level and the measured condition parameter.
+def log_conclusion(mech: Mechanism, gates, relation: relations.Relation, law: str, temperature):
+    """``log`` of the (smoothed) conclusion level, and ``log`` of the measured condition
+    parameter where the bound scales with it (R6's β; else ``None``).
 
-    ``target``: the true secret (record law) or output (output law) whose ABP this restart
-    maximizes; the failing-side secret count for R6 is all ``d ≠ d_true``.
+    Every maximum in the conclusion — over entries (MBP, LDP), over the true secret ``d*`` or
+    the output ``w`` (ABP's record and output laws), over the secrets ``d ≠ d_true`` (γ) — is a
+    log-sum-exp at ``temperature`` (the hard max when it is None).
     """
     log_K = mech.log_K
     kind = relation.conclusion
@@ -340,12 +345,9 @@ def log_conclusion(mech: Mechanism, gates, relation: relations.Relation, target:
         spread = log_K[:, None, :] - log_K[None, :, :]
         return _safe_log(_soft_max(spread, temperature)), None
     if kind == "abp":
-        if law == "record":
-            q = jnp.exp(log_K[target % mech.n])
-        else:
-            q = jax.nn.one_hot(target % mech.m, mech.m, dtype=log_K.dtype)
-        abp = notions.abp_kernel(log_K, mech.log_prior, mech.log_belief, q[None, :])[0]
-        return _safe_log(abp), None
+        laws = jnp.exp(log_K) if law == "record" else jnp.eye(mech.m, dtype=log_K.dtype)
+        abp = notions.abp_kernel(log_K, mech.log_prior, mech.log_belief, laws)
+        return _soft_max(_safe_log(abp), temperature), None
     # pac_gamma over pac_beta, soft gates
     log_beta = logsumexp(log_K + jax.nn.log_sigmoid(gates)[None, :], axis=-1)
     d_true = PAC_OPTIONS["d_true"]
@@ -353,11 +355,11 @@ def log_conclusion(mech: Mechanism, gates, relation: relations.Relation, target:
     return _soft_max(others, temperature), log_beta[d_true]
 
 
-def objective(params: Params, x, eps, relation, setup, target, law, temperature):
+def objective(params: Params, x, eps, relation, setup, law, temperature):
     """``log(conclusion) − log(bound(x, parameter))``: the log of the inverse slack at the grid
     point (the bound at the grid's ``ε`` where it is gridded, at the measured β for R6)."""
     mech = build(params, x, eps, relation, setup, temperature)
-    log_y, log_param = log_conclusion(mech, params.gates, relation, target, law, temperature)
+    log_y, log_param = log_conclusion(mech, params.gates, relation, law, temperature)
     if setup.gates:
         # R6: bound (1+4x)·β, in logs
         return log_y - jnp.log(relation.bound(x, 1.0)) - log_param
@@ -410,17 +412,17 @@ def make_segment(config: SearchConfig, optimizer: optax.GradientTransformation):
     t0, t1 = config.temperature
     mesh = Mesh(np.array(jax.devices()), ("restarts",))
 
-    def restart_step(params, opt_state, best_params, best_score, x, target, step):
+    def restart_step(params, opt_state, best_params, best_score, x, step):
         fraction = jnp.minimum(step / config.steps, 1.0)
         temperature = t0 * (t1 / t0) ** fraction
         # optax minimizes: descend on the negated objective
-        grads = jax.grad(lambda q: -objective(q, x, eps, relation, setup, target, config.law,
+        grads = jax.grad(lambda q: -objective(q, x, eps, relation, setup, config.law,
                                               temperature))(params)
         # a non-finite gradient (never expected) must not poison the restart
         grads = jax.tree_util.tree_map(lambda g: jnp.where(jnp.isfinite(g), g, 0.0), grads)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
-        score = objective(params, x, eps, relation, setup, target, config.law, None)
+        score = objective(params, x, eps, relation, setup, config.law, None)
         score = jnp.where(jnp.isfinite(score), score, -jnp.inf)
         better = score > best_score
         best_params = jax.tree_util.tree_map(lambda b, p: jnp.where(better, p, b), best_params,
@@ -428,32 +430,66 @@ def make_segment(config: SearchConfig, optimizer: optax.GradientTransformation):
         return params, opt_state, best_params, jnp.maximum(score, best_score)
 
     # vmap over restarts, then over grid points
-    over_restarts = jax.vmap(restart_step, in_axes=(0, 0, 0, 0, None, 0, None))
-    over_grid = jax.vmap(over_restarts, in_axes=(0, 0, 0, 0, 0, None, None))
+    over_restarts = jax.vmap(restart_step, in_axes=(0, 0, 0, 0, None, None))
+    over_grid = jax.vmap(over_restarts, in_axes=(0, 0, 0, 0, 0, None))
 
-    def local_segment(params, opt_state, best_params, best_score, targets, step):
+    def local_segment(params, opt_state, best_params, best_score, step):
         def body(carry, k):
             p, o, bp, bs = carry
-            return over_grid(p, o, bp, bs, grid, targets, step + k), None
+            return over_grid(p, o, bp, bs, grid, step + k), None
         carry, _ = jax.lax.scan(body, (params, opt_state, best_params, best_score),
                                 jnp.arange(config.segment, dtype=jnp.int32))
         return carry
 
     spec = PartitionSpec(None, "restarts")
-    sharded = jax.shard_map(local_segment, mesh=mesh,
-                            in_specs=(spec, spec, spec, spec, PartitionSpec("restarts"),
-                                      PartitionSpec()),
+    sharded = jax.shard_map(local_segment, mesh=mesh, in_specs=(spec, spec, spec, spec,
+                                                                PartitionSpec()),
                             out_specs=(spec, spec, spec, spec))
-    targets = jnp.arange(config.restarts, dtype=jnp.int32)
 
     def segment(state: SearchState) -> SearchState:
+        exploring = (state.step > 0) & (state.step < config.explore * config.steps)
+        state = jax.lax.cond(exploring, lambda s: _explore(config, s), lambda s: s, state)
         params, opt_state, best_params, best_score = sharded(
-            state.params, state.opt_state, state.best_params, state.best_score, targets,
-            state.step)
+            state.params, state.opt_state, state.best_params, state.best_score, state.step)
         return SearchState(params, opt_state, best_params, best_score,
                            state.step + config.segment)
 
     return jax.jit(segment, donate_argnums=0)
+
+
+def _explore(config: SearchConfig, state: SearchState) -> SearchState:
+    """Population step: at every grid point the worse half of the restarts restart from the
+    better half's best parameters, perturbed — a quarter of them from the neighbouring grid
+    points' (any parameters are feasible at any ``x`` after the retraction, and the envelope is
+    monotone in ``x``, so a neighbour's optimum is a good start). Optimizer states travel with
+    the parameters. Deterministic in (seed, step)."""
+    G, R = state.best_score.shape
+    half = R // 2
+    if half == 0:
+        return state
+    order = jnp.argsort(-state.best_score, axis=1)  # best first, per grid point
+    slots = jnp.arange(R - half)
+    shift = jnp.where(slots % 4 == 0, -1, jnp.where(slots % 4 == 1, 1, 0))
+    donor_grid = jnp.clip(jnp.arange(G)[:, None] + shift[None, :], 0, G - 1)  # (G, R−half)
+    donor = order[donor_grid, (slots % half)[None, :]]
+    target = order[:, half:]
+    rows = jnp.arange(G)[:, None]
+
+    def moved(leaf, noise=None):
+        new = leaf[donor_grid, donor]
+        if noise is not None:
+            new = new + noise
+        return leaf.at[rows, target].set(new)
+
+    key = jax.random.fold_in(jax.random.key(config.seed + 1), state.step)
+    leaves, treedef = jax.tree_util.tree_flatten(state.best_params)
+    keys = jax.random.split(key, len(leaves))
+    scale = 0.3 * (1.0 - state.step / (config.explore * config.steps)) + 0.02
+    params = treedef.unflatten([
+        moved(leaf, scale * jax.random.normal(k, donor.shape + leaf.shape[2:], leaf.dtype))
+        for leaf, k in zip(leaves, keys)])
+    opt_state = jax.tree_util.tree_map(moved, state.opt_state)
+    return state._replace(params=params, opt_state=opt_state)
 
 
 def initial_state(config: SearchConfig, optimizer: optax.GradientTransformation) -> SearchState:
