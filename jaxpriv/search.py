@@ -288,22 +288,25 @@ def build(params: Params, x, eps, relation: relations.Relation, setup: SearchSet
     (in the parameters' dtype; ``temperature`` smooths the premise retraction). Gates are not
     applied here: see :func:`log_conclusion` and :func:`witness_mechanisms`."""
     n, m = params.logits.shape
+    # logits in units of max(1, x/2): the log-ratios that matter grow with x, so one step size
+    # serves the whole grid (at x = 10 a unit scale left R5's search 2% short of the sweep)
+    scale = jnp.maximum(1.0, 0.5 * x)
     if setup.prior == "uniform":
         log_prior = jnp.full((n,), -jnp.log(n), params.prior.dtype)
     elif setup.prior == "close":
-        log_prior0 = jax.nn.log_softmax(params.prior)
+        log_prior0 = jax.nn.log_softmax(scale * params.prior)
         prior0 = jnp.exp(log_prior0)
         keep = _log_keep(jnp.max(prior0), jnp.min(prior0), jnp.exp(eps), jnp.expm1(eps) / n)
         log_prior = _mix(log_prior0, jnp.full_like(log_prior0, -jnp.log(n)), keep)
     else:
-        log_prior = jax.nn.log_softmax(params.prior)
+        log_prior = jax.nn.log_softmax(scale * params.prior)
     if setup.belief == "close":
         log_belief0 = jax.nn.log_softmax(params.belief)
         keep = belief_keep(jnp.exp(log_belief0), jnp.exp(log_prior), eps)
         log_belief = _mix(log_belief0, log_prior, keep)
     else:
         log_belief = log_prior
-    log_K0 = jax.nn.log_softmax(params.logits, axis=-1)
+    log_K0 = jax.nn.log_softmax(scale * params.logits, axis=-1)
     keep = premise_keep(relation.premise, jnp.exp(log_K0), jnp.exp(log_prior), x, temperature)
     log_K = _mix(log_K0, jnp.full_like(log_K0, -jnp.log(m)), keep)
     return Mechanism(log_K, log_prior, log_belief, None)
@@ -458,36 +461,61 @@ def make_segment(config: SearchConfig, optimizer: optax.GradientTransformation):
 
 
 def _explore(config: SearchConfig, state: SearchState) -> SearchState:
-    """Population step: at every grid point the worse half of the restarts restart from the
-    better half's best parameters, perturbed — a quarter of them from the neighbouring grid
-    points' (any parameters are feasible at any ``x`` after the retraction, and the envelope is
-    monotone in ``x``, so a neighbour's optimum is a good start). Optimizer states travel with
-    the parameters. Deterministic in (seed, step)."""
+    """Population step: at every grid point the worst quarter of the restarts (taken from the
+    second half only; the first half always runs undisturbed) restart from the best quarter's
+    best parameters, perturbed; a quarter of them start instead from the best *mechanisms* of
+    the next smaller grid point, and a quarter from the next larger one's parameters. A smaller ``x``'s mechanism is feasible here, so it is carried over exactly (as
+    the parameters the retraction maps to it unchanged): the search envelope then never falls as
+    ``x`` grows. Optimizer states travel with the parameters. Deterministic in (seed, step)."""
     G, R = state.best_score.shape
-    half = R // 2
-    if half == 0:
+    moving = R // 4
+    if moving == 0:
         return state
+    relation = relations.get(config.relation)
+    setup = setup_for(relation)
+    grid = jnp.asarray(config.grid, jnp.float32)
+    eps = jnp.float32(config.param)
     order = jnp.argsort(-state.best_score, axis=1)  # best first, per grid point
-    slots = jnp.arange(R - half)
+    # only the second half of the restarts ever moves: the first half stays independent, so
+    # selection on early scores cannot crowd out a slow starter that ends best
+    protected = jnp.arange(R) < R - R // 2
+    order_movable = jnp.argsort(jnp.where(protected[None, :], jnp.inf, -state.best_score),
+                                axis=1)
+    slots = jnp.arange(moving)
     shift = jnp.where(slots % 4 == 0, -1, jnp.where(slots % 4 == 1, 1, 0))
-    donor_grid = jnp.clip(jnp.arange(G)[:, None] + shift[None, :], 0, G - 1)  # (G, R−half)
-    donor = order[donor_grid, (slots % half)[None, :]]
-    target = order[:, half:]
+    donor_grid = jnp.clip(jnp.arange(G)[:, None] + shift[None, :], 0, G - 1)  # (G, moving)
+    donor = order[donor_grid, slots[None, :]]
+    target = order_movable[:, R // 2 - moving:R // 2]  # the worst movable ones
     rows = jnp.arange(G)[:, None]
+    from_below = (shift[None, :] == -1) & (donor_grid < rows)
 
-    def moved(leaf, noise=None):
-        new = leaf[donor_grid, donor]
-        if noise is not None:
-            new = new + noise
-        return leaf.at[rows, target].set(new)
+    def moved(leaf):
+        return leaf.at[rows, target].set(leaf[donor_grid, donor])
 
+    def carried(params, x_from, x_to):
+        """Parameters that :func:`build` maps at ``x_to`` to the mechanism ``params`` give at
+        ``x_from ≤ x_to`` (the retraction is the identity on feasible mechanisms)."""
+        mech = build(params, x_from, eps, relation, setup)
+        scale = jnp.maximum(1.0, 0.5 * x_to)
+        return Params(jnp.maximum(mech.log_K, -60.0) / scale,
+                      jnp.maximum(mech.log_prior, -60.0) / scale,
+                      jnp.maximum(mech.log_belief, -60.0), params.gates)
+
+    donors = jax.tree_util.tree_map(lambda leaf: leaf[donor_grid, donor], state.best_params)
+    exact = jax.vmap(jax.vmap(carried, in_axes=(0, 0, None)), in_axes=(0, 0, 0))(
+        donors, grid[donor_grid], grid)
     key = jax.random.fold_in(jax.random.key(config.seed + 1), state.step)
-    leaves, treedef = jax.tree_util.tree_flatten(state.best_params)
+    leaves, treedef = jax.tree_util.tree_flatten(donors)
     keys = jax.random.split(key, len(leaves))
     scale = 0.3 * (1.0 - state.step / (config.explore * config.steps)) + 0.02
-    params = treedef.unflatten([
-        moved(leaf, scale * jax.random.normal(k, donor.shape + leaf.shape[2:], leaf.dtype))
-        for leaf, k in zip(leaves, keys)])
+    noisy = treedef.unflatten([leaf + scale * jax.random.normal(k, leaf.shape, leaf.dtype)
+                               for leaf, k in zip(leaves, keys)])
+
+    def place(current, exact_leaf, noisy_leaf):
+        pick = from_below.reshape(from_below.shape + (1,) * (exact_leaf.ndim - 2))
+        return current.at[rows, target].set(jnp.where(pick, exact_leaf, noisy_leaf))
+
+    params = jax.tree_util.tree_map(place, state.params, exact, noisy)
     opt_state = jax.tree_util.tree_map(moved, state.opt_state)
     return state._replace(params=params, opt_state=opt_state)
 
@@ -535,16 +563,33 @@ class SearchResult(NamedTuple):
     steps: int  # steps actually run (early stop)
 
 
+def float64_scores(config: SearchConfig, params: Params) -> np.ndarray:
+    """The hard objective of every ``(grid point, restart)`` in float64, shape ``(G, R)``."""
+    relation = relations.get(config.relation)
+    setup = setup_for(relation)
+
+    def score(p, x):
+        value = objective(p, x, jnp.float64(config.param), relation, setup, config.law, None)
+        return jnp.where(jnp.isfinite(value), value, -jnp.inf)
+
+    with jax.enable_x64(True):
+        p64 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), params)
+        grid = jnp.asarray(config.grid, jnp.float64)
+        return np.asarray(jax.jit(jax.vmap(jax.vmap(score, in_axes=(0, None))))(p64, grid))
+
+
 def evaluate_grid(config: SearchConfig, state: SearchState, out_dir: Path | None
                   ) -> tuple[list[dict], list[dict]]:
-    """Re-evaluate the ``top`` best restarts of every grid point in float64 and keep, per grid
-    point, the witness with the smallest slack at that point among those that satisfy its
-    premise and condition; check every one for a violation."""
+    """Score every restart's best parameters again in float64 (one compiled call), re-evaluate
+    the ``top`` best of every grid point from scratch with :meth:`Relation.check`, and keep per
+    grid point the witness with the smallest slack there among those that satisfy its premise
+    and condition; check every one for a violation. (Ranking by the float32 scores let a
+    float32-flattered restart, copied by the population step, crowd out the real optimum.)"""
     relation = relations.get(config.relation)
     setup = setup_for(relation)
     options = config.options
-    scores = np.asarray(state.best_score)
     best = jax.tree_util.tree_map(np.asarray, state.best_params)
+    scores = float64_scores(config, best)
     cert = certify.envelope(config.relation, np.asarray(config.grid), config.param, n=config.n)
     rows, violations = [], []
     for g, x in enumerate(config.grid):

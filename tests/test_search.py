@@ -115,7 +115,7 @@ def test_search_matches_an_exhaustive_grid_where_no_closed_form_exists(law):
     b = π) to 0.1%, and may exceed it (the grid is a lower bound)."""
     xs = (0.5, 2.0)
     grid_best = _abp_2x2_grid_maximum(law, xs)
-    result = run("R5", xs, n=2, m=2, law=law, restarts=32, steps=1500)
+    result = run("R5", xs, n=2, m=2, law=law, restarts=32, steps=3000)
     for row in result.rows:
         assert row["conclusion"] >= grid_best[row["x"]] * (1 - 1e-3), (row, grid_best)
 
