@@ -129,8 +129,9 @@ class SearchConfig:
       temperature: log-sum-exp temperature, annealed geometrically from the first value to the
         second over ``steps``.
       top: best restarts per grid point re-evaluated in float64.
-      explore: fraction of the steps during which, before every segment, the worse half of
-        the restarts restart near the better half (see :func:`_explore`); 0 turns it off.
+      explore: fraction of the steps during which, before every segment, the worst restarts
+        restart near the best ones or from a neighbouring grid point's best (see
+        :func:`_explore`); 0 turns it off.
       seed: PRNG seed.
     """
 
