@@ -27,6 +27,10 @@ every MBP ratio unchanged — and the best ``γ/β`` is attained at a single fai
 The envelope is a lower bound on ``E_R(x)`` (SPEC §4), except where :mod:`jaxpriv.certify`
 knows the exact value; there the search reports its optimality gap.
 
+A search is deterministic given its seed and device count. Across device counts the float32
+trajectories differ in the last bits (XLA vectorizes a different number of restarts per device),
+and the envelopes agree to optimization precision (about 1e-5 relative), not bit for bit.
+
 Examples:
   >>> from jaxpriv import search
   >>> config = search.make_config("R2", n=3, m=3, grid=(0.5,), restarts=8, steps=200)
