@@ -1,0 +1,127 @@
+"""Database-level notions (SPEC §2.6, paper 004) on tiny databases, by hand and by brute force."""
+
+import itertools
+
+import jax
+import numpy as np
+import pytest
+
+from jaxpriv import databases
+from jaxpriv.errors import InputError
+from jaxpriv.mechanisms import Mechanism, Records
+
+RR3 = np.array([[0.75, 0.25], [0.25, 0.75]])  # randomized response with ε = log 3
+
+
+def mech64(K, prior=None, k=2, r=2):
+    with jax.enable_x64(True):
+        return Mechanism.from_K(np.asarray(K, float), prior, records=Records(k=k, r=r),
+                                dtype=np.float64)
+
+
+def level(fn, *args):
+    with jax.enable_x64(True):
+        return float(fn(*args))
+
+
+def test_records_layout_neighbours_and_removal():
+    records = Records(k=2, r=2)
+    np.testing.assert_array_equal(databases.values(records), [[0, 0], [0, 1], [1, 0], [1, 1]])
+    E = databases.neighbours(records)
+    assert E[0, 1] and E[0, 2] and not E[0, 3] and not E[1, 2] and not E.diagonal().any()
+    np.testing.assert_array_equal(databases.without(records, 0), [0, 1, 0, 1])  # x_{-1}
+    np.testing.assert_array_equal(databases.without(records, 1), [0, 0, 2, 2])  # x_{-2}
+
+
+def test_dp_of_per_record_randomized_response_is_its_epsilon():
+    mech = mech64(np.kron(RR3, RR3))
+    assert level(databases.dp, mech) == pytest.approx(np.log(3), rel=1e-12)
+
+
+@pytest.mark.parametrize("k,r", [(2, 2), (2, 3), (3, 2)])
+def test_bdp_equals_dp_when_records_are_independent(k, r):
+    """004 §II: with independent records, conditioning on fewer records mixes K's rows with
+    weights that do not depend on x_i, which cannot raise the ratio: BDP = DP."""
+    rng = np.random.default_rng(k * 10 + r)
+    n = k**r
+    for _ in range(5):
+        K = rng.dirichlet(np.full(3, 0.7), size=n)
+        marginals = [rng.dirichlet(np.ones(k)) for _ in range(r)]
+        prior = np.array([np.prod([marginals[j][v[j]] for j in range(r)])
+                          for v in itertools.product(range(k), repeat=r)])
+        mech = mech64(K, prior, k, r)
+        assert level(databases.bdp, mech) == pytest.approx(level(databases.dp, mech), rel=1e-12)
+
+
+def test_bdp_by_hand_on_correlated_records():
+    K = [[0.5, 0.5], [0.9, 0.1], [0.1, 0.9], [0.5, 0.5]]  # rows 00, 01, 10, 11
+    # correlated prior, all masses positive: the full known set gives log 5 (K00 vs K10);
+    # the empty one P[·|x1=0] = [0.58, 0.42] against [0.42, 0.58], log(0.58/0.42) < log 5
+    assert level(databases.bdp, mech64(K, [0.4, 0.1, 0.1, 0.4])) == pytest.approx(np.log(5))
+    # perfectly correlated records (mass only on 00 and 11, whose rows agree): nothing to learn
+    # about one record that the other does not already reveal, so BDP = 0 while DP = log 5
+    mech = mech64(K, [0.5, 0.0, 0.0, 0.5])
+    assert level(databases.bdp, mech) == pytest.approx(0.0, abs=1e-15)
+    assert level(databases.dp, mech) == pytest.approx(np.log(5))
+
+
+def test_bdp_is_infinite_when_an_output_rules_out_a_record_value():
+    K = [[1.0, 0.0], [0.5, 0.5], [0.5, 0.5], [0.5, 0.5]]
+    assert level(databases.bdp, mech64(K)) == np.inf
+
+
+def test_sp_at_a_two_point_belief_matches_its_closed_form():
+    """β = ½ on x = (1, 0) and on z = x_{−1} = (0, 0): game 1's posterior is uniform, game 2's is
+    game 0's, so SP at β = max_y |K[x,y]/(K[x,y]+K[z,y]) − ½| (= ½ − 1/(e^ε+1) for RR)."""
+    K = np.kron(RR3, RR3)
+    mech = mech64(K)
+    with jax.enable_x64(True), np.errstate(divide="ignore"):
+        belief = np.log(np.array([0.5, 0.0, 0.5, 0.0]))
+        got = float(databases.sp_at(mech, belief))
+    x, z = K[2], K[0]
+    expected = np.max(np.abs(x / (x + z) - 0.5))
+    assert got == pytest.approx(expected, rel=1e-12)
+    assert got == pytest.approx(0.5 - 1 / (3 + 1), rel=1e-12)
+
+
+def test_sp_at_a_belief_brute_force():
+    rng = np.random.default_rng(3)
+    records = Records(k=2, r=3)
+    K = rng.dirichlet(np.ones(4), size=8)
+    beta = rng.dirichlet(np.ones(8))
+    expected = 0.0
+    for i in range(3):
+        rows = databases.without(records, i)
+        for y in range(4):
+            b0 = K[:, y] * beta / np.sum(K[:, y] * beta)
+            bi = K[rows, y] * beta / np.sum(K[rows, y] * beta)
+            expected = max(expected, 0.5 * np.abs(b0 - bi).sum())
+    mech = mech64(K, k=2, r=3)
+    with jax.enable_x64(True):
+        got = float(databases.sp_at(mech, np.log(beta)))
+    assert got == pytest.approx(expected, rel=1e-12)
+
+
+def test_mp_at_p_is_the_two_point_bayes_computation_and_its_sup_is_dp():
+    rng = np.random.default_rng(5)
+    records = Records(k=2, r=2)
+    K = rng.dirichlet(np.ones(3), size=4)
+    mech = mech64(K)
+    E = databases.neighbours(records)
+    for p in (0.1, 0.5, 0.9):
+        expected = 0.0
+        for x, z in zip(*np.nonzero(E)):
+            posterior_x = p * K[x] / (p * K[x] + (1 - p) * K[z])
+            expected = max(expected, np.max(np.log(posterior_x / p)),
+                           np.max(np.log((1 - p) / (1 - posterior_x))))
+        assert level(databases.mp_at, mech, p) == pytest.approx(expected, rel=1e-12)
+        assert level(databases.mp_at, mech, p) <= level(databases.dp, mech)
+    near_sup = max(level(databases.mp_at, mech, p) for p in (1e-9, 1 - 1e-9))
+    assert near_sup == pytest.approx(level(databases.dp, mech), rel=1e-6)
+
+
+def test_database_notions_need_a_records_layout():
+    with jax.enable_x64(True):
+        mech = Mechanism.from_K(np.kron(RR3, RR3))
+    with pytest.raises(InputError, match="records layout"):
+        databases.dp(mech)
