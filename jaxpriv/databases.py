@@ -11,12 +11,13 @@ loops are static Python loops (``r`` positions × ``2^{r−1}`` sets), so keep `
 * **DP** over neighbours (databases differing in one position): :func:`dp`.
 * **BDP** (Yang et al., 004 eq. 19): :func:`bdp`.
 * **SP at a belief** (Kasiviswanathan–Smith, 004 Def. 1): :func:`sp_at`.
+* **BSP at a belief** (004 Def. 2, eqs. 9 and 15; the reading is in :func:`bsp_at`): :func:`bsp_at`.
 * **MP at p** over the two-point family 𝔻_* (Li et al., 004 Def. 3): :func:`mp_at`; its sup over
   ``p ∈ (0, 1)`` is the DP level (each of the two terms is monotone in ``p``; see
   :func:`mp_at`).
 
-Not yet here (issue 5): BSP (004 Def. 2), the sup of SP over beliefs (by search), the registry
-entries R7–R15 and their sweeps.
+Not yet here (issue 5): the sup of SP and BSP over beliefs (by search), the registry entries
+R7–R15 and their sweeps and searches, PAC robustness at the database level, R14/R15.
 
 Examples:
   >>> import numpy as np
@@ -137,20 +138,68 @@ def _spread_over(log_num, log_den, axis: int, batch: int):
     return jnp.max(spread, axis=tuple(range(batch, spread.ndim)))
 
 
-def sp_at(mech: Mechanism, log_belief: Float[Array, "*b n"]) -> Float[Array, "*b"]:
+def sp_at(mech: Mechanism, log_belief: Float[Array, "*b n"] | None = None) -> Float[Array, "*b"]:
     """SP level of the mechanism at the belief ``β`` (004 Def. 1; SPEC §2.6), exact.
 
     ``b̄_0[x|y] ∝ K[x,y]·β(x)``, ``b̄_i[x|y] ∝ K[x_{−i},y]·β(x)``; the level is
     ``max_{y,i} SD(b̄_0[·|y], b̄_i[·|y])``. An output impossible in game 0 or in game ``i`` under
-    ``β`` has no posterior there and is skipped.
+    ``β`` has no posterior there and is skipped. ``β`` defaults to the mechanism's belief.
     """
     records = checked_records(mech)
+    log_belief = mech.log_belief if log_belief is None else log_belief
     log_K = mech.log_K
     level = jnp.zeros(log_K.shape[:-2], log_K.dtype)
     game0 = log_belief[..., :, None] + log_K
     for i in range(records.r):
         game_i = log_belief[..., :, None] + log_K[..., without(records, i), :]
         level = jnp.maximum(level, jnp.max(_posterior_distance(game0, game_i), axis=-1))
+    return level
+
+
+def bsp_at(mech: Mechanism, log_belief: Float[Array, "*b n"] | None = None) -> Float[Array, "*b"]:
+    """BSP level of the mechanism at the belief ``b`` (004 Def. 2, eqs. 9 and 15), exact.
+
+    For a position ``i`` and a known set ``S ⊆ [r]∖{i}`` the adversary's games run on partial
+    databases ``(x_i, x_S)`` with the unknown records drawn from the **data prior** π, exactly
+    as in BDP (004 eq. 19: ``P[y | x_i, x_S]``), and weighted by the belief's marginal
+    ``b(x_i, x_S)``: ``b̄_0 ∝ P[y | x_i, x_S]·b(x_i, x_S)`` and, with position ``i`` reset to
+    ``⊥`` in game ``i``, ``b̄_i ∝ P[y | ⊥, x_S]·b(x_i, x_S)``. The level is the max over ``i``,
+    ``S`` and outputs of their statistical difference. This is the reading under which 004's
+    proof of Thm 1 goes through (it bounds ``P[y|x_i,x_S]/P[y|⊥,x_S]`` by BDP); with
+    ``S = [r]∖{i}`` it is SP at ``b`` (004: Def. 2 reduces to Def. 1), so BSP ≥ SP at every
+    belief. Partial databases the prior rules out (``π(x_i, x_S) = 0`` or ``π(⊥, x_S) = 0``)
+    have no game and are left out; ``b = π`` by default.
+    """
+    records = checked_records(mech)
+    log_belief = mech.log_belief if log_belief is None else log_belief
+    r, k = records.r, records.k
+    batch = mech.log_prior.ndim - 1
+    joint = _as_tensor(mech.log_prior[..., None] + mech.log_K, records, 1)
+    prior = _as_tensor(mech.log_prior, records, 0)
+    belief = _as_tensor(log_belief, records, 0)
+    level = jnp.zeros(mech.log_prior.shape[:-1], mech.log_K.dtype)
+    for i in range(r):
+        others = [j for j in range(r) if j != i]
+        for size in range(len(others) + 1):
+            for known in itertools.combinations(others, size):
+                rest = tuple(batch + j for j in others if j not in known)
+
+                def marginal(a):
+                    return logsumexp(a, axis=rest, keepdims=True) if rest else a
+
+                log_den = marginal(prior)[..., None]
+                ok = log_den > NEG_INF
+                log_p = jnp.where(ok, marginal(joint) - jnp.where(ok, log_den, 0.0), NEG_INF)
+                reset = jnp.take(log_p, jnp.array([records.default]), axis=batch + i)
+                reset_ok = jnp.take(ok, jnp.array([records.default]), axis=batch + i)
+                has_game = ok & reset_ok
+                weight = jnp.where(has_game, marginal(belief)[..., None], NEG_INF)
+                game0 = jnp.where(has_game, log_p, NEG_INF) + weight
+                game_i = jnp.where(has_game, jnp.broadcast_to(reset, log_p.shape), NEG_INF) + weight
+                flat = batch + r  # the output axis
+                a = jnp.moveaxis(game0, flat, -1).reshape(game0.shape[:batch] + (-1, mech.m))
+                b = jnp.moveaxis(game_i, flat, -1).reshape(game_i.shape[:batch] + (-1, mech.m))
+                level = jnp.maximum(level, jnp.max(_posterior_distance(a, b), axis=-1))
     return level
 
 

@@ -125,3 +125,43 @@ def test_database_notions_need_a_records_layout():
         mech = Mechanism.from_K(np.kron(RR3, RR3))
     with pytest.raises(InputError, match="records layout"):
         databases.dp(mech)
+
+
+def _random_database_mechanism(rng, k, r, m=3, correlated=True):
+    n = k**r
+    K = rng.dirichlet(np.full(m, 0.5), size=n)
+    prior = rng.dirichlet(np.full(n, 0.7 if correlated else 50.0))
+    belief = rng.dirichlet(np.full(n, 0.7))
+    with jax.enable_x64(True):
+        return Mechanism.from_K(K, prior, belief, records=Records(k=k, r=r), dtype=np.float64)
+
+
+@pytest.mark.parametrize("k,r", [(2, 2), (2, 3), (3, 2)])
+def test_bsp_is_at_least_sp_and_within_theorem_1_of_bdp(k, r):
+    """004: Def. 2 with S = [r]∖{i} is Def. 1, so BSP ≥ SP at every belief; and Thm 1 (R7):
+    BSP ≤ e^{2·BDP} − 1. Checked on correlated random priors and beliefs."""
+    rng = np.random.default_rng(7 * k + r)
+    for _ in range(20):
+        mech = _random_database_mechanism(rng, k, r)
+        bsp, sp, bdp = (level(f, mech) for f in (databases.bsp_at, databases.sp_at,
+                                                  databases.bdp))
+        assert bsp >= sp - 1e-12
+        assert bsp <= np.expm1(2 * bdp) * (1 + 1e-9) + 1e-12, (bsp, bdp)
+
+
+def test_bsp_by_hand_with_the_empty_known_set():
+    """r = 2, k = 2, uniform prior and belief: for i = 1, S = ∅, P[y|x_1] averages K over x_2;
+    game 1 uses P[y|⊥ = 0] for both values of x_1."""
+    K = np.array([[0.9, 0.1], [0.7, 0.3], [0.2, 0.8], [0.4, 0.6]])
+    mech = mech64(K)
+    p0, p1 = K[:2].mean(0), K[2:].mean(0)  # P[y | x_1 = 0], P[y | x_1 = 1]
+    expected_empty = max(0.5 * (abs(p0[y] / (p0[y] + p1[y]) - 0.5) * 2) for y in range(2))
+    got = level(databases.bsp_at, mech)
+    assert got >= expected_empty - 1e-12
+    sp = level(databases.sp_at, mech)
+    assert got == pytest.approx(max(sp, expected_empty, _bsp_empty_i2(K)), rel=1e-12)
+
+
+def _bsp_empty_i2(K):
+    q0, q1 = K[[0, 2]].mean(0), K[[1, 3]].mean(0)  # P[y | x_2 = 0], P[y | x_2 = 1]
+    return max(abs(q0[y] / (q0[y] + q1[y]) - 0.5) for y in range(2))
