@@ -64,6 +64,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--memory-mb", type=float, default=1024.0,
                    help="device memory budget that sets the chunk size (default 1024)")
     p.add_argument("--bins", type=int, default=40, help="premise bins (default 40)")
+    p.add_argument("--k", type=int, default=2,
+                   help="values per record, for relations between database-level notions "
+                        "(R7, R9; default 2)")
+    p.add_argument("--r", type=int, default=None,
+                   help="records per database (n = k^r); default: from --n when n is a power "
+                        "of k")
     p.add_argument("--out", required=True, help="run directory (one sub-directory per "
                    "relation with --relation all)")
     p.add_argument("--resume", action="store_true", help="continue a killed run in --out")
@@ -243,8 +249,17 @@ def _sweep(args) -> int:
         raise InputError(f"--bins must be >= 1, got {args.bins}")
     ids = list(relations.REGISTRY) if args.relation.strip().lower() == "all" else [
         relations.get(args.relation).id]
-    configs = [sweep.make_config(rid, args.n, args.m, args.count, args.seed, args.chunk,
-                                 args.memory_mb, x_bins=args.bins) for rid in ids]
+    configs = []
+    for rid in ids:
+        try:
+            layout = _records_layout(args) if sweep.needs_records(relations.get(rid)) else {}
+            configs.append(sweep.make_config(rid, args.n, args.m, args.count, args.seed,
+                                             args.chunk, args.memory_mb, x_bins=args.bins,
+                                             **layout))
+        except InputError as error:
+            if len(ids) == 1:
+                raise
+            print(f"{rid}: skipped ({error})", file=sys.stderr)
     out = Path(args.out)
     worst_code = 0
     for config in configs:
@@ -313,6 +328,21 @@ def _search(args) -> int:
               f"verified violations {len(result.violations)} -> {run_dir}")
         code = max(code, 1 if result.violations else 0)
     return code
+
+
+def _records_layout(args) -> dict[str, int]:
+    """``k`` and ``r`` for database-level relations: ``--r``, else ``n = k^r`` read off ``--n``."""
+    if args.k < 2:
+        raise InputError(f"--k must be >= 2, got {args.k}")
+    if args.r is not None:
+        if args.r < 1:
+            raise InputError(f"--r must be >= 1, got {args.r}")
+        return {"k": args.k, "r": args.r}
+    r = round(math.log(args.n, args.k)) if args.n >= 2 else 0
+    if r < 1 or args.k**r != args.n:
+        raise InputError(f"n = {args.n} is not a power of k = {args.k}: give --r (and --k) for "
+                         "the database-level relations")
+    return {"k": args.k, "r": r}
 
 
 def _use_cpu_cores(devices: int | None) -> None:

@@ -2,7 +2,10 @@
 
 A :class:`Relation` is a typed record of a claim "premise level ``x`` (and a condition) ⇒
 conclusion level ≤ ``f(x, ε)``", carrying its source paper and theorem number. The registry holds
-R1–R6 (single-record notions); the database-level R7–R15 plug in through :func:`register`.
+R1–R6 (single-record notions) and the database-level R7 and R9, whose conclusions (BSP, SP) are
+sups over beliefs: a check evaluates them at the mechanism's belief, which bounds the level from
+below, so a violation found there is a violation of the claim. The converse relations R8, R10,
+R11 (premise a sup over beliefs) and R12–R15 are not registered yet.
 
 :meth:`Relation.check` evaluates a mechanism **in float64** and reports the premise level, the
 condition parameter, the conclusion level, the claimed bound, the slack ``f/conclusion`` and
@@ -78,6 +81,13 @@ def _abp_level(mech, options):
     return notions.abp(mech, law).level
 
 
+def _database(name):
+    def evaluate(mech, options):
+        from jaxpriv import databases
+        return getattr(databases, name)(mech)
+    return evaluate
+
+
 NOTIONS: dict[str, tuple[str, NotionFn]] = {
     "ldp": ("LDP level ε_LDP (SPEC §2.1)", lambda mech, o: notions.ldp(mech)),
     "mbp": ("MBP level ξ (SPEC §2.2)", lambda mech, o: notions.mbp(mech)),
@@ -89,7 +99,15 @@ NOTIONS: dict[str, tuple[str, NotionFn]] = {
     "pac_beta": ("failure probability β(d_true) (SPEC §2.7)", _pac(notions.pac_beta)),
     "pac_gamma": ("robust failure probability max_{d'≠d_true} β(d') (SPEC §2.7)",
                   _pac(notions.pac_gamma)),
+    "dp": ("DP level over neighbouring databases (SPEC §2.1, §2.6)", _database("dp")),
+    "bdp": ("BDP level, Yang et al. (SPEC §2.6, 004 eq. 19)", _database("bdp")),
+    "sp_belief": ("SP level at the mechanism's belief β, a lower bound on the SP level "
+                  "(SPEC §2.6, 004 Def. 1)", _database("sp_at")),
+    "bsp_belief": ("BSP level at the mechanism's belief b, a lower bound on the BSP level "
+                   "(SPEC §2.6, 004 Def. 2)", _database("bsp_at")),
 }
+DATABASE_NOTIONS = frozenset({"dp", "bdp", "sp_belief", "bsp_belief"})
+"""Notions that need the mechanism's records layout (its secrets are databases)."""
 
 
 class CheckResult(NamedTuple):
@@ -285,4 +303,15 @@ register(Relation(
     premise="mbp", conclusion="pac_gamma", condition="0 ≤ ξ ≤ 1; β ≥ β(d_true)",
     parameter="pac_beta", premise_limit=1.0,
     bound=lambda x, beta: (1.0 + 4.0 * x) * beta))
-
+register(Relation(
+    id="R7", statement="ε-BDP ⇒ (e^{2ε}−1)-BSP",
+    sources=(Source("004", "Thm 1"),),
+    premise="bdp", conclusion="bsp_belief",
+    condition="— (checked at the witness's belief: BSP there is a lower bound on the BSP level)",
+    bound=lambda x, eps: jnp.expm1(2.0 * x)))
+register(Relation(
+    id="R9", statement="ε-DP ⇒ (e^{2ε}−1)-SP",
+    sources=(Source("004", "Thm 2, first part"), Source("004", "after Kasiviswanathan–Smith")),
+    premise="dp", conclusion="sp_belief",
+    condition="— (checked at the witness's belief: SP there is a lower bound on the SP level)",
+    bound=lambda x, eps: jnp.expm1(2.0 * x)))

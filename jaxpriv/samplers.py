@@ -28,7 +28,7 @@ import jax.numpy as jnp
 from jax.scipy.special import logsumexp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from jaxpriv.mechanisms import Mechanism
+from jaxpriv.mechanisms import Mechanism, Records
 
 PriorKind = Literal["uniform", "close", "dirichlet"]
 
@@ -46,6 +46,7 @@ class SamplerSpec:
       eps_max: range of ε for ``prior="close"``.
       values: draw output values in ``{0, 10}`` (for the PAC notions with ``μ=0, α=1``).
       sparse_fraction: share of mechanisms with zeroed entries.
+      records: database layout of the secrets (``n = k^r``), for the database-level notions.
     """
 
     n: int
@@ -55,6 +56,7 @@ class SamplerSpec:
     eps_max: float = 3.0
     values: bool = False
     sparse_fraction: float = 0.15
+    records: Records | None = None
 
 
 def _log_uniform(key, shape, low, high):
@@ -145,4 +147,4 @@ def sample(key: PRNGKeyArray, count: int, spec: SamplerSpec) -> Mechanism:
         k1, k2 = jax.random.split(k_values)
         rate = jax.random.uniform(k1, (count, 1), minval=0.05, maxval=0.5)
         values = jnp.where(jax.random.bernoulli(k2, rate, (count, spec.m)), 10.0, 0.0)
-    return Mechanism(log_K, log_prior, log_belief, values)
+    return Mechanism(log_K, log_prior, log_belief, values, spec.records)

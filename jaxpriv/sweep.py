@@ -32,7 +32,7 @@ from jax.sharding import Mesh, PartitionSpec
 
 from jaxpriv import certify, fused, io, relations, samplers
 from jaxpriv.errors import InputError
-from jaxpriv.mechanisms import Mechanism
+from jaxpriv.mechanisms import Mechanism, Records
 
 CHECKPOINT = "checkpoint.npz"
 CHECKPOINT_META = "checkpoint.json"
@@ -56,6 +56,8 @@ class SweepConfig:
       candidates: lowest-slack mechanisms per chunk sent to float64 verification.
       candidate_slack: a float32 slack below this makes a mechanism a candidate.
       max_witnesses: verified violations saved as files (all are counted).
+      k, r: database layout (``n = k^r``) for relations between database-level notions; 0 if
+        the secrets are not databases.
     """
 
     relation: str
@@ -72,6 +74,8 @@ class SweepConfig:
     candidates: int = 16
     candidate_slack: float = 1.01
     max_witnesses: int = 100
+    k: int = 0
+    r: int = 0
 
     @property
     def cells(self) -> int:
@@ -80,6 +84,10 @@ class SweepConfig:
     @property
     def chunks(self) -> int:
         return -(-self.count // self.chunk)
+
+    @property
+    def records(self) -> Records | None:
+        return Records(self.k, self.r) if self.r else None
 
 
 class RelationSetup(NamedTuple):
@@ -104,6 +112,9 @@ SETUPS: dict[str, RelationSetup] = {
     "R6": RelationSetup(lambda n, m: samplers.SamplerSpec(n, m, values=True),
                         {"mu": 0.0, "alpha": 1.0, "d_true": 0}, x_max=1.0,
                         param_max=1.0, param_bins=4),
+    # beliefs far from the prior: SP and BSP are sups over every belief
+    "R7": RelationSetup(lambda n, m: samplers.SamplerSpec(n, m, belief_eps_max=3.0), {}),
+    "R9": RelationSetup(lambda n, m: samplers.SamplerSpec(n, m, belief_eps_max=3.0), {}),
 }
 
 
@@ -121,11 +132,31 @@ def setup_for(relation_id: str) -> RelationSetup:
                          else 1)
 
 
+def needs_records(relation: relations.Relation) -> bool:
+    """Whether the relation's notions are defined on databases (a records layout is needed)."""
+    used = {relation.premise, relation.conclusion, relation.parameter}
+    return bool(used & relations.DATABASE_NOTIONS)
+
+
+def sampler_spec(config: SweepConfig) -> samplers.SamplerSpec:
+    """What the sweep draws: the relation's sampler, with the records layout where it has one."""
+    spec = setup_for(config.relation).sampler(config.n, config.m)
+    return dataclasses.replace(spec, records=config.records)
+
+
 def make_config(relation: str, n: int, m: int, count: int, seed: int = 0,
                 chunk: int | None = None, memory_mb: float = 1024.0, **overrides) -> SweepConfig:
     """A validated :class:`SweepConfig` with the relation's default bins and a chunk size
     derived from ``memory_mb`` (about 64 float32 words per entry of K per mechanism)."""
     relation_id = relations.get(relation).id
+    k, r = int(overrides.pop("k", 0) or 0), int(overrides.pop("r", 0) or 0)
+    if needs_records(relations.get(relation_id)):
+        if k < 2 or r < 1:
+            raise InputError(f"{relation_id} relates database-level notions: give the layout "
+                             f"with --k (values per record, >= 2) and --r (records, >= 1)")
+        n = k**r
+    else:
+        k = r = 0
     for name, value, low in (("n", n, 2), ("m", m, 2), ("count", count, 1)):
         if int(value) != value or value < low:
             raise InputError(f"--{name} must be an integer >= {low}, got {value}")
@@ -149,7 +180,7 @@ def make_config(relation: str, n: int, m: int, count: int, seed: int = 0,
     setup = setup_for(relation_id)
     fields = dict(relation=relation_id, n=int(n), m=int(m), count=int(count), seed=int(seed),
                   chunk=chunk, block=block, x_max=setup.x_max, param_max=setup.param_max,
-                  param_bins=setup.param_bins)
+                  param_bins=setup.param_bins, k=k, r=r)
     fields.update(overrides)
     return SweepConfig(**fields)
 
@@ -240,7 +271,7 @@ def make_step(config: SweepConfig, relation: relations.Relation | None = None,
     """
     relation = relation or relations.get(config.relation)
     setup = setup_for(config.relation)
-    spec = setup.sampler(config.n, config.m)
+    spec = sampler_spec(config)
     options = setup.options
     mesh = Mesh(np.array(jax.devices()), ("batch",))
     base_key = jax.random.key(config.seed)
@@ -306,18 +337,19 @@ def make_step(config: SweepConfig, relation: relations.Relation | None = None,
 
 def record_mechanism(config: SweepConfig, best: Best, i: int) -> Mechanism:
     """Entry ``i`` of a device-side record, as a float64 mechanism."""
-    has_values = setup_for(config.relation).sampler(config.n, config.m).values
+    spec = sampler_spec(config)
     return mechanism_of(best.log_K[i], best.log_prior[i], best.log_belief[i], best.values[i],
-                        has_values)
+                        spec.values, spec.records)
 
 
-def mechanism_of(log_K, log_prior, log_belief, values, has_values: bool) -> Mechanism:
+def mechanism_of(log_K, log_prior, log_belief, values, has_values: bool,
+                 records: Records | None = None) -> Mechanism:
     """A float64 mechanism from one record's float32 arrays (validated and renormalized)."""
     with jax.enable_x64(True):
         return Mechanism.from_log_K(np.asarray(log_K, np.float64), np.asarray(log_prior, np.float64),
                                     np.asarray(log_belief, np.float64),
                                     np.asarray(values, np.float64) if has_values else None,
-                                    dtype=np.float64)
+                                    records=records, dtype=np.float64)
 
 
 def float64_screen(config: SweepConfig, relation, options) -> Callable[[Mechanism], jax.Array]:
@@ -326,12 +358,14 @@ def float64_screen(config: SweepConfig, relation, options) -> Callable[[Mechanis
     batch at n = m = 8, the compiled one ~1 ms. Only a screen: :func:`jaxpriv.certify.verify_witness`
     re-checks each hit eagerly before it counts."""
     k, n, m = config.candidates, config.n, config.m
-    has_values = setup_for(config.relation).sampler(n, m).values
+    spec = sampler_spec(config)
+    has_values = spec.values
     with jax.enable_x64(True):
         f64 = jnp.float64
         shape = Mechanism(jax.ShapeDtypeStruct((k, n, m), f64), jax.ShapeDtypeStruct((k, n), f64),
                           jax.ShapeDtypeStruct((k, n), f64),
-                          jax.ShapeDtypeStruct((k, m), f64) if has_values else None)
+                          jax.ShapeDtypeStruct((k, m), f64) if has_values else None,
+                          spec.records)
         return jax.jit(lambda mech: relations.evaluate(relation, mech, **options).violated
                        ).lower(shape).compile()
 
@@ -346,9 +380,9 @@ def violated_in_float64(config: SweepConfig, screen, candidates: Candidates) -> 
     picked = (slack < config.candidate_slack) & (index < config.count)
     if not picked.any():
         return []
-    has_values = setup_for(config.relation).sampler(config.n, config.m).values
+    spec = sampler_spec(config)
     mech = mechanism_of(candidates.log_K, candidates.log_prior, candidates.log_belief,
-                        candidates.values, has_values)
+                        candidates.values, spec.values, spec.records)
     with jax.enable_x64(True):
         violated = np.asarray(screen(mech))
     return [int(k) for k in np.flatnonzero(picked & violated)]

@@ -1,8 +1,10 @@
 """Database-level notions (SPEC §2.6, paper 004) on tiny databases, by hand and by brute force."""
 
 import itertools
+import json
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -165,3 +167,49 @@ def test_bsp_by_hand_with_the_empty_known_set():
 def _bsp_empty_i2(K):
     q0, q1 = K[[0, 2]].mean(0), K[[1, 3]].mean(0)  # P[y | x_2 = 0], P[y | x_2 = 1]
     return max(abs(q0[y] / (q0[y] + q1[y]) - 0.5) for y in range(2))
+
+
+# -- registry and sweeps ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("relation_id", ["R7", "R9"])
+def test_r7_and_r9_hold_on_random_database_mechanisms(relation_id, tmp_path):
+    """004 Thms 1 and 2 (first part): at every belief the sweep draws, BSP (SP) stays below
+    e^{2·BDP} − 1 (e^{2·DP} − 1): no verified violation."""
+    from jaxpriv import sweep
+    config = sweep.make_config(relation_id, 4, 3, 20000, seed=1, chunk=10000, k=2, r=2)
+    result = sweep.run(config, tmp_path / "run", progress=False)
+    assert result.violation_count == 0
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["worst_slack"] >= 1
+
+
+def test_injected_false_database_bound_is_found_and_its_witness_rechecks(tmp_path, capsys):
+    from jaxpriv import cli, relations, sweep
+    relation = relations.register(relations.Relation(
+        id="TEST-R9-TENTH", statement="ε-DP ⇒ SP ≤ (e^{2ε}−1)/10 (deliberately false)",
+        sources=(relations.Source("004", "Thm 2, divided by 10"),), premise="dp",
+        conclusion="sp_belief", condition="—", bound=lambda x, eps: jnp.expm1(2 * x) / 10),
+        replace=True)
+    try:
+        config = sweep.make_config(relation.id, 4, 2, 4000, seed=0, chunk=2000, k=2, r=2)
+        result = sweep.run(config, tmp_path / "run", progress=False)
+        assert result.violation_count > 0
+        summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+        witness = tmp_path / "run" / summary["violations"][0]
+        assert json.loads(witness.read_text())["records"] == {"k": 2, "r": 2, "default": 0}
+        assert cli.main(["check", relation.id, str(witness)]) == 1
+        assert cli.main(["check", "R9", str(witness)]) == 0  # the published bound holds on it
+        capsys.readouterr()
+    finally:
+        relations.REGISTRY.pop(relation.id, None)
+
+
+def test_database_relations_need_a_layout_and_all_skips_them_when_n_is_not_k_to_the_r(
+        tmp_path, capsys):
+    from jaxpriv import cli, sweep
+    with pytest.raises(InputError, match="--k"):
+        sweep.make_config("R9", 4, 2, 100)
+    code = cli.main(["sweep", "--relation", "R9", "--n", "6", "--m", "2", "--count", "100",
+                     "--out", str(tmp_path / "a"), "--quiet"])
+    assert code == 2 and "not a power of k = 2" in capsys.readouterr().err
