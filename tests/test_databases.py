@@ -213,3 +213,26 @@ def test_database_relations_need_a_layout_and_all_skips_them_when_n_is_not_k_to_
     code = cli.main(["sweep", "--relation", "R9", "--n", "6", "--m", "2", "--count", "100",
                      "--out", str(tmp_path / "a"), "--quiet"])
     assert code == 2 and "not a power of k = 2" in capsys.readouterr().err
+
+
+def _lemma1_g(b, eps):
+    """004 eq. (26): the largest ratio P[Y|x_i]/P[Y|x̄_i] ε-MP allows at prior mass b."""
+    if b <= 1 / (1 + np.exp(eps)):
+        return (1 - b) / (np.exp(-eps) - b)
+    return (np.exp(eps) - 1 + b) / b
+
+
+def test_mp_at_p_agrees_with_li_et_al_lemma_1():
+    """004 Lemma 1: ε-MP at prior mass p ⇔ every ratio A = K[x,y]/K[x',y] ≤ g_ε(p). The level
+    from mp_at satisfies it, and any smaller ε does not."""
+    rng = np.random.default_rng(11)
+    records = Records(k=2, r=2)
+    E = databases.neighbours(records)
+    for _ in range(5):
+        K = rng.dirichlet(np.ones(3), size=4)
+        mech = mech64(K)
+        for p in (0.05, 0.3, 0.5, 0.8):
+            eps = level(databases.mp_at, mech, p)
+            ratios = [K[x, y] / K[z, y] for x, z in zip(*np.nonzero(E)) for y in range(3)]
+            assert all(a <= _lemma1_g(p, eps) * (1 + 1e-9) for a in ratios)
+            assert any(a > _lemma1_g(p, eps * (1 - 1e-6)) for a in ratios)
