@@ -1,0 +1,65 @@
+"""R14 (003 Lemma C.1; 002 Lemma A.10): exact binomial tails against mpmath and Monte Carlo,
+the Chernoff regime ε ≤ 1 holds, and the finding that the claim fails for large ε."""
+
+import jax
+import mpmath
+import numpy as np
+import pytest
+
+from jaxpriv import statistical
+from jaxpriv.errors import InputError
+
+
+def mp_failure(T, kappa, eps):
+    """P(|X − Tκ| > εTκ), X ~ Binomial(T, κ), with 60-digit arithmetic."""
+    mpmath.mp.dps = 60
+    k = mpmath.mpf(kappa)
+    total = mpmath.mpf(0)
+    for j in range(T + 1):
+        if abs(j - T * k) > eps * T * k:
+            total += mpmath.binomial(T, j) * k**j * (1 - k) ** (T - j)
+    return total
+
+
+@pytest.mark.parametrize("T,kappa,eps", [(20, 0.5, 0.9), (1000, 0.01, 1.0), (1000, 0.001, 0.5),
+                                         (1000, 0.01, 3.0), (1000, 0.01, 4.0), (300, 0.2, 2.5)])
+def test_exact_failure_probability_matches_mpmath(T, kappa, eps):
+    exact = float(mp_failure(T, kappa, eps))
+    got = float(statistical.failure_probability(T, kappa, eps))
+    assert got == pytest.approx(exact, rel=1e-9)
+
+
+def test_monte_carlo_agrees_with_the_exact_sum_within_its_standard_error():
+    kappa = np.array([0.05, 0.2, 0.5])
+    eps = np.array([0.3, 0.2, 0.1])
+    estimate, stderr = statistical.monte_carlo_failure(jax.random.key(0), 200, kappa, eps,
+                                                       200_000)
+    exact = statistical.failure_probability(200, kappa, eps)
+    assert np.all(np.abs(estimate - exact) <= 4 * stderr + 1e-12), (estimate, exact, stderr)
+
+
+def test_r14_holds_in_the_chernoff_regime():
+    """ε ≤ 1 is the multiplicative Chernoff bound's range: no violation anywhere on the grid."""
+    result = statistical.audit([1, 5, 20, 100, 1000, 5000], np.geomspace(1e-3, 0.99, 15),
+                               np.linspace(0.05, 1.0, 12))
+    assert not result.violated.any()
+    assert np.min(result.log_slack) > 0
+
+
+def test_finding_r14_fails_for_large_epsilon():
+    """The lemma states no range for ε. At T = 1000, κ₁ = 0.01, ε = 4 it claims a failure
+    probability ≤ 2e^{−160/3} ≈ 1.3e−23, while P(X ≥ 51) is about 1e−19 (60-digit check)."""
+    claimed = mpmath.mpf(2) * mpmath.exp(-mpmath.mpf(16) * 1000 * mpmath.mpf("0.01") / 3)
+    exact = mp_failure(1000, 0.01, 4.0)
+    assert exact > 1000 * claimed
+    result = statistical.audit([1000], [0.01], [4.0])
+    assert result.violated.all()
+    assert float(result.log_slack[0, 0, 0]) == pytest.approx(float(mpmath.log(claimed / exact)),
+                                                             rel=1e-9)
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(InputError, match="κ₁"):
+        statistical.failure_probability(10, 1.5, 0.5)
+    with pytest.raises(InputError, match="positive integer"):
+        statistical.failure_probability(0, 0.5, 0.5)
