@@ -48,7 +48,7 @@ def test_r14_holds_in_the_chernoff_regime():
 
 def test_finding_r14_fails_for_large_epsilon():
     """The lemma states no range for ε. At T = 1000, κ₁ = 0.01, ε = 4 it claims a failure
-    probability ≤ 2e^{−160/3} ≈ 1.3e−23, while P(X ≥ 51) is about 1e−19 (60-digit check)."""
+    probability ≤ 2e^{−160/3} ≈ 1.38e−23, while P(X ≥ 51) = 1.56e−20 (60-digit check)."""
     claimed = mpmath.mpf(2) * mpmath.exp(-mpmath.mpf(16) * 1000 * mpmath.mpf("0.01") / 3)
     exact = mp_failure(1000, 0.01, 4.0)
     assert exact > 1000 * claimed
