@@ -1,5 +1,6 @@
-"""The statistical relation R14 (003 Lemma C.1; 002 Lemma A.10): a Chernoff bound on the
-estimate ``κ̂₁ = X/T``, ``X ~ Binomial(T, κ₁)``.
+"""The statistical relations R14 (003 Lemma C.1; 002 Lemma A.10), a Chernoff bound on the
+estimate ``κ̂₁ = X/T``, ``X ~ Binomial(T, κ₁)``, and R15 (003 Thm D.1; 002 Thm A.11), the error
+of ``C₁ = sqrt(JS)`` computed from such an estimate (see :func:`r15_extremes`).
 
 Claim: ``P(|κ̂₁ − κ₁| ≤ ε·κ₁) ≥ 1 − 2·exp(−ε²·T·κ₁/3)``, stated without a range for ε. The
 multiplicative Chernoff bound it comes from needs ``0 < ε ≤ 1``; beyond, the upper tail
@@ -111,3 +112,86 @@ def audit(Ts, kappas, epss) -> R14Audit:
     with np.errstate(over="ignore", under="ignore"):
         slack = np.exp(log_slack)
     return R14Audit(Ts, kappas, epss, log_failure, log_claimed, log_slack, slack, violated)
+
+
+# --------------------------------------------------------------------------------------------
+# R15 (003 Thm D.1; 002 Thm A.11): the estimation error of C₁ = sqrt(JS(κ₁ ‖ κ₂))
+# --------------------------------------------------------------------------------------------
+
+
+def _half_js_terms(a, b):
+    """``½[a·log(2a/(a+b)) + b·log(2b/(a+b))]`` per coordinate, for ``a ≥ 0, b ≥ 0`` (``a`` need
+    not be normalized: 003 eq. for ``Ĉ₁²`` plugs in the estimate ``κ̂₁`` as it is). Each term is
+    ``(a+b)(log 2 − H(a/(a+b)))/2 ≥ 0``."""
+    from jax.scipy.special import xlogy
+    total = a + b
+    safe = jnp.where(total > 0, total, 1.0)
+    return 0.5 * (xlogy(a, 2 * a / safe) + xlogy(b, 2 * b / safe))
+
+
+def c1(kappa1, kappa2) -> jax.Array:
+    """``C₁ = sqrt(½Σ κ₁ log(κ₁/m) + ½Σ κ₂ log(κ₂/m))``, ``m = (κ₁+κ₂)/2`` (003 App. D.3)."""
+    return jnp.sqrt(jnp.sum(_half_js_terms(kappa1, kappa2), axis=-1))
+
+
+def r15_extremes(kappa1, kappa2, eps) -> tuple[jax.Array, jax.Array]:
+    """The least and the largest ``Ĉ₁`` over every estimate with ``|κ̂₁ − κ₁| ≤ εκ₁``, exactly.
+
+    ``Ĉ₁²`` is a sum of per-secret terms, each convex in ``κ̂₁(d)`` with its minimum at
+    ``κ̂₁(d) = κ₂(d)``: the least is at ``clip(κ₂, (1−ε)κ₁, (1+ε)κ₁)`` and the largest at the
+    better end of each interval.
+    """
+    low, high = (1 - eps) * kappa1, (1 + eps) * kappa1
+    least = jnp.sum(_half_js_terms(jnp.clip(kappa2, low, high), kappa2), axis=-1)
+    most = jnp.sum(jnp.maximum(_half_js_terms(low, kappa2), _half_js_terms(high, kappa2)), axis=-1)
+    return jnp.sqrt(least), jnp.sqrt(most)
+
+
+def r15_bound(eps):
+    """003 Thm D.1 / 002 Thm A.11:
+    ``sqrt((1+ε)log((1+ε)/(1−ε))/2 + (ε + max(log(1+ε), log(1/(1−ε))))/2)``, for ``0 < ε < 1``."""
+    eps = jnp.asarray(eps)
+    return jnp.sqrt((1 + eps) * jnp.log((1 + eps) / (1 - eps)) / 2
+                    + (eps + jnp.maximum(jnp.log1p(eps), -jnp.log1p(-eps))) / 2)
+
+
+class R15Audit(NamedTuple):
+    """Worst estimation error of ``C₁`` found per ε (a lower bound on the sup over κ₁, κ₂;
+    exact over the perturbations), the claimed bound, and their ratio."""
+
+    eps: np.ndarray
+    worst_error: np.ndarray
+    bound: np.ndarray
+    slack: np.ndarray
+    kappa1: np.ndarray  # (len(eps), n): the distributions reaching the worst error
+    kappa2: np.ndarray
+
+
+def r15_audit(key, n: int, epss, count: int) -> R15Audit:
+    """Sample ``count`` pairs ``(κ₁, κ₂)`` on ``n`` secrets (Dirichlet, concentrations spread over
+    four decades), take the exact worst perturbation of each, and keep the worst per ε."""
+    epss = np.asarray(epss, np.float64)
+    if not ((epss > 0) & (epss < 1)).all():
+        raise InputError("R15's bound is stated for 0 < ε < 1")
+    if n < 2 or count < 1:
+        raise InputError("R15 audit needs n >= 2 secrets and count >= 1")
+    with jax.enable_x64(True):
+        k_conc, k_1, k_2 = jax.random.split(key, 3)
+        conc = jnp.exp(jax.random.uniform(k_conc, (count, 1), jnp.float64, jnp.log(1e-2),
+                                          jnp.log(1e2)))
+        kappa1 = jax.random.dirichlet(k_1, jnp.broadcast_to(conc, (count, n)))
+        kappa2 = jax.random.dirichlet(k_2, jnp.broadcast_to(conc, (count, n)))
+        kappa1 = jnp.maximum(kappa1, 1e-300)
+        kappa1 = kappa1 / jnp.sum(kappa1, -1, keepdims=True)
+        base = c1(kappa1, kappa2)
+        worst, w1, w2 = [], [], []
+        for eps in epss:
+            least, most = r15_extremes(kappa1, kappa2, eps)
+            error = jnp.maximum(most - base, base - least)
+            i = int(jnp.argmax(error))
+            worst.append(float(error[i]))
+            w1.append(np.asarray(kappa1[i]))
+            w2.append(np.asarray(kappa2[i]))
+        bound = np.asarray(r15_bound(epss))
+    worst = np.asarray(worst)
+    return R15Audit(epss, worst, bound, bound / worst, np.stack(w1), np.stack(w2))

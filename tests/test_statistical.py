@@ -63,3 +63,37 @@ def test_bad_arguments_are_named():
         statistical.failure_probability(10, 1.5, 0.5)
     with pytest.raises(InputError, match="positive integer"):
         statistical.failure_probability(0, 0.5, 0.5)
+
+
+# -- R15 -------------------------------------------------------------------------------------------
+
+
+def test_c1_is_sqrt_js_for_distributions():
+    from jaxpriv import divergences
+    rng = np.random.default_rng(1)
+    a, b = rng.dirichlet(np.ones(5), size=(2, 100))
+    with jax.enable_x64(True):
+        np.testing.assert_allclose(statistical.c1(a, b), np.sqrt(divergences.js(a, b)),
+                                   rtol=1e-10)
+
+
+def test_r15_extremes_match_brute_force_over_perturbations():
+    """Vertices of the box give the max (each term is convex); a dense grid finds the min."""
+    rng = np.random.default_rng(2)
+    for _ in range(10):
+        a, b = rng.dirichlet(np.full(2, 0.5), size=2)
+        eps = rng.uniform(0.05, 0.9)
+        t = np.linspace(1 - eps, 1 + eps, 401)
+        r1, r2 = np.meshgrid(t, t, indexing="ij")
+        estimates = np.stack([r1 * a[0], r2 * a[1]], -1)
+        with jax.enable_x64(True):
+            values = np.asarray(statistical.c1(estimates, np.broadcast_to(b, estimates.shape)))
+            least, most = (float(v) for v in statistical.r15_extremes(a, b, eps))
+        assert most == pytest.approx(values.max(), rel=1e-12)  # attained at a grid corner
+        assert values.min() >= least - 1e-12 and values.min() <= least + 1e-3
+
+
+def test_r15_holds_and_is_loose():
+    result = statistical.r15_audit(jax.random.key(0), 3, [0.01, 0.1, 0.5, 0.9], 50_000)
+    assert (result.slack > 1).all()
+    assert result.slack.min() > 3  # loose by at least 3x everywhere found
