@@ -172,7 +172,7 @@ def bsp_at(mech: Mechanism, log_belief: Float[Array, "*b n"] | None = None) -> F
     """
     records = checked_records(mech)
     log_belief = mech.log_belief if log_belief is None else log_belief
-    r, k = records.r, records.k
+    r = records.r
     batch = mech.log_prior.ndim - 1
     joint = _as_tensor(mech.log_prior[..., None] + mech.log_K, records, 1)
     prior = _as_tensor(mech.log_prior, records, 0)

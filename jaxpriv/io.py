@@ -151,3 +151,33 @@ def _plain(v):
     if isinstance(v, float) and math.isnan(v):
         raise InputError("refusing to write NaN into a witness file")
     return v
+
+
+def save_state(path: Path, state: Any, config: dict[str, Any], progress: dict[str, Any]) -> None:
+    """A run's checkpoint: the leaves of the ``state`` pytree and a JSON record (``config`` and
+    ``progress``) in **one** npz file, written atomically — two files written one after the
+    other could be split by a ``kill -9``, pairing a state with the record of another step."""
+    arrays = {f"a{i}": np.asarray(leaf) for i, leaf in enumerate(jax.tree_util.tree_leaves(state))}
+    arrays["meta"] = np.asarray(json.dumps({"config": config, **progress}))
+    atomic_write(path, lambda f: np.savez(f, **arrays), mode="wb")
+
+
+def load_state(path: Path, like: Any, config: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The state (shaped like the pytree ``like``) and progress record saved by :func:`save_state`;
+    an InputError if the file is missing or unreadable, or was written with another ``config``."""
+    if not path.exists():
+        raise InputError(f"{path.parent}: no checkpoint to resume (run without --resume first)")
+    try:
+        with np.load(path) as data:
+            meta = json.loads(str(data["meta"]))
+            leaves = [jax.numpy.asarray(data[f"a{i}"]) for i in range(len(data.files) - 1)]
+    except (OSError, ValueError, KeyError) as error:
+        raise InputError(f"{path}: unreadable checkpoint ({error})") from None
+    config = json.loads(json.dumps(config))  # tuples as lists, as they were saved
+    if meta["config"] != config:
+        differing = sorted(k for k, v in config.items() if meta["config"].get(k) != v)
+        raise InputError(f"{path.parent}: the checkpoint was made with different settings "
+                         f"({', '.join(differing)}); resume with the same arguments")
+    treedef = jax.tree_util.tree_structure(like)
+    progress = {k: v for k, v in meta.items() if k != "config"}
+    return jax.tree_util.tree_unflatten(treedef, leaves), progress

@@ -43,13 +43,12 @@ Examples:
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -744,33 +743,11 @@ def run(config: SearchConfig, out: str | os.PathLike | None = None, resume: bool
 
 
 def _save(out: Path, config: SearchConfig, state: SearchState, progress: dict) -> None:
-    meta = {"config": _config_dict(config), **progress}
-    leaves = {f"a{i}": np.asarray(leaf) for i, leaf in enumerate(jax.tree_util.tree_leaves(state))}
-    leaves["meta"] = np.asarray(json.dumps(meta))
-    io.atomic_write(out / STATE_FILE, lambda f: np.savez(f, **leaves), mode="wb")
+    io.save_state(out / STATE_FILE, state, dataclasses.asdict(config), progress)
 
 
 def _load(out: Path, config: SearchConfig, like: SearchState) -> tuple[SearchState, dict]:
-    path = out / STATE_FILE
-    if not path.exists():
-        raise InputError(f"{out}: no search checkpoint to resume (run without --resume first)")
-    try:
-        with np.load(path) as data:
-            meta = json.loads(str(data["meta"]))
-            leaves = [jnp.asarray(data[f"a{i}"]) for i in range(len(data.files) - 1)]
-    except (OSError, ValueError, KeyError) as error:
-        raise InputError(f"{path}: unreadable checkpoint ({error})") from None
-    if meta["config"] != _config_dict(config):
-        differing = sorted(k for k, v in _config_dict(config).items() if meta["config"].get(k) != v)
-        raise InputError(f"{out}: the checkpoint was made with different settings "
-                         f"({', '.join(differing)}); resume with the same arguments")
-    treedef = jax.tree_util.tree_structure(like)
-    return jax.tree_util.tree_unflatten(treedef, leaves), {k: v for k, v in meta.items()
-                                                           if k != "config"}
-
-
-def _config_dict(config: SearchConfig) -> dict:
-    return json.loads(json.dumps(dataclasses.asdict(config)))
+    return io.load_state(out / STATE_FILE, like, dataclasses.asdict(config))
 
 
 def _progress_bar(config: SearchConfig, start: int, enabled: bool):

@@ -390,33 +390,19 @@ def violated_in_float64(config: SweepConfig, screen, candidates: Candidates) -> 
 
 def save_checkpoint(out: Path, config: SweepConfig, state: SweepState, next_chunk: int,
                     progress: dict[str, Any]) -> None:
-    """Write the state and its progress record into **one** file, atomically: two files written
-    one after the other could be split by a ``kill -9`` (state of chunk k with the record of
-    chunk k−1, so a resume would count chunk k twice). ``checkpoint.json`` is a readable copy."""
-    meta = {"config": dataclasses.asdict(config), "next_chunk": next_chunk, **progress}
-    leaves = {f"a{i}": np.asarray(leaf) for i, leaf in enumerate(jax.tree_util.tree_leaves(state))}
-    leaves["meta"] = np.asarray(json.dumps(meta))
-    io.atomic_write(out / CHECKPOINT, lambda f: np.savez(f, **leaves), mode="wb")
-    io.atomic_write(out / CHECKPOINT_META, lambda f: json.dump(meta, f, indent=1))
+    """State and progress record in one atomic file (:func:`jaxpriv.io.save_state`);
+    ``checkpoint.json`` is a readable copy of the record, never read back."""
+    record = {"next_chunk": next_chunk, **progress}
+    io.save_state(out / CHECKPOINT, state, dataclasses.asdict(config), record)
+    io.atomic_write(out / CHECKPOINT_META, lambda f: json.dump(
+        {"config": dataclasses.asdict(config), **record}, f, indent=1))
 
 
 def load_checkpoint(out: Path, config: SweepConfig) -> tuple[SweepState, int, dict[str, Any]]:
-    if not (out / CHECKPOINT).exists():
-        raise InputError(f"{out}: no checkpoint to resume (run without --resume first)")
-    try:
-        with np.load(out / CHECKPOINT) as data:
-            meta = json.loads(str(data["meta"]))
-            leaves = [jnp.asarray(data[f"a{i}"]) for i in range(len(data.files) - 1)]
-    except (OSError, ValueError, KeyError) as error:
-        raise InputError(f"{out / CHECKPOINT}: unreadable checkpoint ({error})") from None
-    if meta["config"] != dataclasses.asdict(config):
-        differing = sorted(k for k, v in dataclasses.asdict(config).items()
-                           if meta["config"].get(k) != v)
-        raise InputError(f"{out}: the checkpoint was made with different settings "
-                         f"({', '.join(differing)}); resume with the same arguments")
-    treedef = jax.tree_util.tree_structure(initial_state(config))
-    progress = {k: v for k, v in meta.items() if k not in ("config", "next_chunk")}
-    return jax.tree_util.tree_unflatten(treedef, leaves), meta["next_chunk"], progress
+    state, record = io.load_state(out / CHECKPOINT, initial_state(config),
+                                  dataclasses.asdict(config))
+    next_chunk = record.pop("next_chunk")
+    return state, next_chunk, record
 
 
 class SweepResult(NamedTuple):
