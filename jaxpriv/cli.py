@@ -127,6 +127,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("jaxpriv: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (``jaxpriv eval f.json | head``): not an error; keep Python's
+        # final flush of stdout from raising again
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 # -- eval --------------------------------------------------------------------------------------

@@ -142,3 +142,14 @@ def test_sweep_splits_the_cpu_into_the_devices_asked_for(tmp_path):
                            "--count", "10", "--cpu-devices", "0", "--out", str(tmp_path / "x")],
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--cpu-devices" in proc.stderr
+
+
+def test_a_reader_that_closes_the_pipe_early_gets_no_traceback():
+    """``jaxpriv eval FILE | head``: a reader that goes away is not an error of ours. The read end
+    is closed before the command prints (it first starts JAX), so every write meets EPIPE."""
+    proc = subprocess.Popen([sys.executable, "-m", "jaxpriv.cli", "eval", "examples/krr4.json"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()
+    stderr = proc.stderr.read()
+    assert proc.wait() == 0
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
