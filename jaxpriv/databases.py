@@ -110,27 +110,37 @@ def bdp(mech: Mechanism) -> Float[Array, "*b"]:
     prior mass, and outputs ``y`` of ``log(P[y|x_i,x_S] / P[y|x_i',x_S])``.
     """
     records = checked_records(mech)
-    r = records.r
-    joint = _as_tensor(mech.log_prior[..., None] + mech.log_K, records, 1)  # (*b, k..k, m)
-    prior = _as_tensor(mech.log_prior, records, 0)  # (*b, k..k)
     batch = mech.log_prior.ndim - 1
     level = jnp.zeros(mech.log_prior.shape[:-1], mech.log_K.dtype)
-    for i in range(r):
-        others = [j for j in range(r) if j != i]
+    for i, _, log_p, has_mass in _known_set_conditionals(mech, records):
+        level = jnp.maximum(level, _spread_over(log_p, has_mass, batch + i, batch))
+    return level
+
+
+def _known_set_conditionals(mech: Mechanism, records: Records):
+    """For every position ``i`` and known set ``S ⊆ [r]∖{i}``: ``(i, rest, log P, has_mass)``,
+    where ``rest`` are the marginalised axes, ``log P = log P[y | x_i, x_S]`` under the data
+    prior (004 eq. 19; shape ``(*b, k…k, m)`` with size 1 on ``rest``) and ``has_mass`` marks
+    ``π(x_i, x_S) > 0``."""
+    batch = mech.log_prior.ndim - 1
+    joint = _as_tensor(mech.log_prior[..., None] + mech.log_K, records, 1)  # (*b, k..k, m)
+    prior = _as_tensor(mech.log_prior, records, 0)[..., None]  # (*b, k..k, 1)
+    for i in range(records.r):
+        others = [j for j in range(records.r) if j != i]
         for size in range(len(others) + 1):
             for known in itertools.combinations(others, size):
                 rest = tuple(batch + j for j in others if j not in known)
                 log_num = logsumexp(joint, axis=rest, keepdims=True) if rest else joint
                 log_den = logsumexp(prior, axis=rest, keepdims=True) if rest else prior
-                level = jnp.maximum(level, _spread_over(log_num, log_den[..., None], batch + i, batch))
-    return level
+                has_mass = log_den > NEG_INF
+                log_p = jnp.where(has_mass, log_num - jnp.where(has_mass, log_den, 0.0),
+                                  NEG_INF)
+                yield i, rest, log_p, has_mass
 
 
-def _spread_over(log_num, log_den, axis: int, batch: int):
-    """``max log P − min log P`` along ``axis`` over entries with positive mass, ``P = num/den``,
-    then the max over every non-batch axis; a zero ``P`` beside a positive one is ``+∞``."""
-    possible = log_den > NEG_INF
-    log_p = jnp.where(possible, log_num - jnp.where(possible, log_den, 0.0), NEG_INF)
+def _spread_over(log_p, possible, axis: int, batch: int):
+    """``max log P − min log P`` along ``axis`` over entries with positive mass, then the max
+    over every non-batch axis; a zero ``P`` beside a positive one is ``+∞``."""
     top = jnp.max(log_p, axis=axis)
     bottom = jnp.min(jnp.where(possible, log_p, jnp.inf), axis=axis)
     occurs = top > NEG_INF
@@ -172,34 +182,20 @@ def bsp_at(mech: Mechanism, log_belief: Float[Array, "*b n"] | None = None) -> F
     """
     records = checked_records(mech)
     log_belief = mech.log_belief if log_belief is None else log_belief
-    r = records.r
     batch = mech.log_prior.ndim - 1
-    joint = _as_tensor(mech.log_prior[..., None] + mech.log_K, records, 1)
-    prior = _as_tensor(mech.log_prior, records, 0)
-    belief = _as_tensor(log_belief, records, 0)
+    belief = _as_tensor(log_belief, records, 0)[..., None]
     level = jnp.zeros(mech.log_prior.shape[:-1], mech.log_K.dtype)
-    for i in range(r):
-        others = [j for j in range(r) if j != i]
-        for size in range(len(others) + 1):
-            for known in itertools.combinations(others, size):
-                rest = tuple(batch + j for j in others if j not in known)
-
-                def marginal(a):
-                    return logsumexp(a, axis=rest, keepdims=True) if rest else a
-
-                log_den = marginal(prior)[..., None]
-                ok = log_den > NEG_INF
-                log_p = jnp.where(ok, marginal(joint) - jnp.where(ok, log_den, 0.0), NEG_INF)
-                reset = jnp.take(log_p, jnp.array([records.default]), axis=batch + i)
-                reset_ok = jnp.take(ok, jnp.array([records.default]), axis=batch + i)
-                has_game = ok & reset_ok
-                weight = jnp.where(has_game, marginal(belief)[..., None], NEG_INF)
-                game0 = jnp.where(has_game, log_p, NEG_INF) + weight
-                game_i = jnp.where(has_game, jnp.broadcast_to(reset, log_p.shape), NEG_INF) + weight
-                flat = batch + r  # the output axis
-                a = jnp.moveaxis(game0, flat, -1).reshape(game0.shape[:batch] + (-1, mech.m))
-                b = jnp.moveaxis(game_i, flat, -1).reshape(game_i.shape[:batch] + (-1, mech.m))
-                level = jnp.maximum(level, jnp.max(_posterior_distance(a, b), axis=-1))
+    reset = jnp.array([records.default])
+    for i, rest, log_p, has_mass in _known_set_conditionals(mech, records):
+        has_game = has_mass & jnp.take(has_mass, reset, axis=batch + i)
+        weight = logsumexp(belief, axis=rest, keepdims=True) if rest else belief
+        weight = jnp.where(has_game, weight, NEG_INF)
+        game0 = jnp.where(has_game, log_p, NEG_INF) + weight
+        game_i = jnp.where(has_game, jnp.take(log_p, reset, axis=batch + i), NEG_INF) + weight
+        columns = game0.shape[:batch] + (-1, mech.m)
+        level = jnp.maximum(level, jnp.max(_posterior_distance(
+            game0.reshape(columns), jnp.broadcast_to(game_i, game0.shape).reshape(columns)),
+            axis=-1))
     return level
 
 

@@ -150,17 +150,7 @@ def plot_envelope(path: Path, rows: list[dict], config, relation: relations.Rela
     finite = [r["conclusion"] for r in rows if np.isfinite(r["conclusion"])]
     if finite:
         top.set_ylim(0, 1.15 * max(max(finite), 1e-12))
-    top.legend(fontsize=7)
-    top.grid(alpha=0.3)
-    bottom.axhline(1.0, color="r", lw=1, label="slack = 1 (violation below)")
-    bottom.set_yscale("log")
-    bottom.set_ylabel("slack = bound / envelope")
-    bottom.set_xlabel(f"{relation.premise} (premise level, nats; bin upper edge)")
-    bottom.legend(fontsize=7)
-    bottom.grid(alpha=0.3, which="both")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _finish(fig, top, bottom, f"{relation.premise} (premise level, nats; bin upper edge)", path)
 
 
 # --------------------------------------------------------------------------------------------
@@ -287,12 +277,19 @@ def plot_search(path: Path, rows: list[dict], config, relation: relations.Relati
     top.set_title(f"{relation.id}: {relation.statement}\nadversarial search, {config.n}×{config.m}"
                   f" mechanisms{', law ' + config.law if relation.conclusion == 'abp' else ''}",
                   fontsize=9)
+    _finish(fig, top, bottom, f"{relation.premise} (premise level x, nats)", path)
+
+
+def _finish(fig, top, bottom, xlabel: str, path: Path) -> None:
+    """Legends, grids, the slack axis (log scale, violation line at 1) and the file."""
+    import matplotlib.pyplot as plt
+
     top.legend(fontsize=7)
     top.grid(alpha=0.3)
     bottom.axhline(1.0, color="r", lw=1, label="slack = 1 (violation below)")
     bottom.set_yscale("log")
     bottom.set_ylabel("slack = bound / envelope")
-    bottom.set_xlabel(f"{relation.premise} (premise level x, nats)")
+    bottom.set_xlabel(xlabel)
     bottom.legend(fontsize=7)
     bottom.grid(alpha=0.3, which="both")
     fig.tight_layout()
