@@ -290,7 +290,7 @@ def build(params: Params, x, eps, relation: relations.Relation, setup: SearchSet
           temperature=None) -> Mechanism:
     """The feasible mechanism of ``params`` at premise level ``x`` and condition parameter ``eps``
     (in the parameters' dtype; ``temperature`` smooths the premise retraction). Gates are not
-    applied here: see :func:`log_conclusion` and :func:`witness_mechanisms`."""
+    applied here: see :func:`log_conclusion` and :func:`candidate_mechanisms`."""
     n, m = params.logits.shape
     # logits in units of max(1, x/2): the log-ratios that matter grow with x, so one step size
     # serves the whole grid (at x = 10 a unit scale left R5's search 2% short of the sweep)
@@ -538,24 +538,32 @@ def initial_state(config: SearchConfig, optimizer: optax.GradientTransformation)
 # --------------------------------------------------------------------------------------------
 
 
-def witness_mechanisms(config: SearchConfig, params: Params, x: float) -> list[Mechanism]:
-    """The float64 mechanism(s) of one restart's parameters at grid point ``x``: built again
-    from scratch with the retraction in float64; for R6, one per binary gate set tried (the
-    gates rounded, and each single failing output)."""
+def candidate_mechanisms(config: SearchConfig, params: Params) -> Mechanism:
+    """The float64 mechanisms of parameters shaped ``(G, T, ...)`` (``T`` candidates per grid
+    point), built again from scratch with the retraction in float64 at each grid point, as one
+    batch ``(G, T, V, n, m)``. ``V = 1``, except for R6: one per binary gate set tried (the
+    gates rounded, then each single failing output)."""
     relation = relations.get(config.relation)
     setup = setup_for(relation)
-    gate_sets = [None]
-    if setup.gates:
-        rounded = np.asarray(params.gates) > 0
-        gate_sets = ([rounded] if rounded.any() else []) + list(np.eye(config.m, dtype=bool))
     with jax.enable_x64(True):
-        p64 = jax.tree_util.tree_map(lambda a: jnp.asarray(np.asarray(a, np.float64)), params)
-        mech = build(p64, jnp.float64(x), jnp.float64(config.param), relation, setup)
-        log_K, log_prior, log_belief = (np.asarray(a) for a in (mech.log_K, mech.log_prior,
-                                                                mech.log_belief))
-        return [Mechanism.from_log_K(log_K, log_prior, log_belief,
-                                     None if g is None else np.where(g, FAIL_VALUE, 0.0),
-                                     dtype=np.float64) for g in gate_sets]
+        p64 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), params)
+        grid = jnp.asarray(config.grid, jnp.float64)
+        eps = jnp.float64(config.param)
+        mech = jax.vmap(jax.vmap(lambda p, x: build(p, x, eps, relation, setup),
+                                 in_axes=(0, None)))(p64, grid)
+        values = None
+        if setup.gates:
+            G, T, m = np.shape(params.gates)
+            rounded = (p64.gates > 0)[:, :, None, :]
+            singles = jnp.broadcast_to(jnp.eye(m, dtype=bool), (G, T, m, m))
+            values = jnp.where(jnp.concatenate([rounded, singles], axis=2), FAIL_VALUE, 0.0)
+        V = 1 if values is None else values.shape[2]
+
+        def widen(a):
+            return jnp.broadcast_to(a[:, :, None], a.shape[:2] + (V,) + a.shape[2:])
+
+        return Mechanism(widen(mech.log_K), widen(mech.log_prior), widen(mech.log_belief),
+                         values)
 
 
 class SearchResult(NamedTuple):
@@ -582,47 +590,70 @@ def float64_scores(config: SearchConfig, params: Params) -> np.ndarray:
         return np.asarray(jax.jit(jax.vmap(jax.vmap(score, in_axes=(0, None))))(p64, grid))
 
 
+def _checked_candidates(config: SearchConfig, params: Params
+                        ) -> tuple[Mechanism, relations.CheckResult]:
+    """:func:`candidate_mechanisms` and the relation's float64 arithmetic on them, compiled as
+    one program (op-by-op, the first call spent seconds compiling hundreds of small ops)."""
+    relation = relations.get(config.relation)
+    options = config.options
+
+    def build_and_check(p):
+        mechs = candidate_mechanisms(config, p)
+        return mechs, tuple(relations.evaluate(relation, mechs, **options)[1:])
+
+    with jax.enable_x64(True):
+        mechs, arrays = jax.jit(build_and_check)(params)
+        return mechs, relations.CheckResult(relation.id, *(np.asarray(a) for a in arrays))
+
+
 def evaluate_grid(config: SearchConfig, state: SearchState, out_dir: Path | None
                   ) -> tuple[list[dict], list[dict]]:
-    """Score every restart's best parameters again in float64 (one compiled call), re-evaluate
-    the ``top`` best of every grid point from scratch with :meth:`Relation.check`, and keep per
-    grid point the witness with the smallest slack there among those that satisfy its premise
-    and condition; check every one for a violation. (Ranking by the float32 scores let a
+    """Score every restart's best parameters again in float64, rebuild the ``top`` best of every
+    grid point from scratch and check them all with one :meth:`Relation.check`; keep per grid
+    point the witness with the smallest slack there among those that satisfy its premise and
+    condition, and verify every violation. (Ranking by the float32 scores let a
     float32-flattered restart, copied by the population step, crowd out the real optimum.)"""
     relation = relations.get(config.relation)
     setup = setup_for(relation)
     options = config.options
     best = jax.tree_util.tree_map(np.asarray, state.best_params)
     scores = float64_scores(config, best)
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :config.top]  # (G, T)
+    rows_index = np.arange(len(config.grid))[:, None]
+    mechs, checked = _checked_candidates(config, jax.tree_util.tree_map(
+        lambda a: a[rows_index, order], best))  # checked: float64 arrays (G, T, V)
+    x = np.asarray(config.grid)[:, None, None]
+    with jax.enable_x64(True):
+        used = checked.parameter if not setup.gridded_parameter else np.full_like(
+            checked.parameter, config.param)
+        grid_bound = np.asarray(relation.bound(jnp.asarray(np.broadcast_to(x, used.shape)),
+                                               jnp.asarray(used)))
+        grid_slack = np.asarray(relations.slack(grid_bound, checked.conclusion))
+    feasible = (checked.premise <= x * (1 + 1e-9) + 1e-12) & checked.condition_holds
+    if setup.gridded_parameter:
+        feasible &= checked.parameter <= config.param * (1 + 1e-9) + 1e-12
     cert = certify.envelope(config.relation, np.asarray(config.grid), config.param, n=config.n)
-    rows, violations = [], []
-    for g, x in enumerate(config.grid):
-        order = np.argsort(-scores[g], kind="stable")[:config.top]
+    rows = []
+    for g, x_g in enumerate(config.grid):
+        candidates = np.flatnonzero(feasible[g])
         chosen = None
-        for r in order:
-            params = jax.tree_util.tree_map(lambda a: a[g, r], best)
-            for mech in witness_mechanisms(config, params, x):
-                checked = relation.check(mech, **options)
-                if bool(checked.violated):
-                    violations.append((g, int(r), mech))
-                feasible = (float(checked.premise) <= x * (1 + 1e-9) + 1e-12
-                            and bool(checked.condition_holds)
-                            and (not setup.gridded_parameter
-                                 or float(checked.parameter) <= config.param * (1 + 1e-9) + 1e-12))
-                if not feasible:
-                    continue
-                grid_bound = _grid_bound(relation, setup, x, config.param, checked)
-                with jax.enable_x64(True):
-                    slack = float(relations.slack(grid_bound, float(checked.conclusion)))
-                if chosen is None or slack < chosen[0]:
-                    chosen = (slack, grid_bound, checked, mech, int(r))
-        rows.append(_row(config, g, x, chosen, cert, out_dir))
+        if candidates.size:
+            t, v = np.unravel_index(candidates[np.argmin(grid_slack[g].ravel()[candidates])],
+                                    feasible[g].shape)
+            levels = {k: float(getattr(checked, k)[g, t, v])
+                      for k in ("premise", "parameter", "conclusion")}
+            chosen = (float(grid_slack[g, t, v]), float(grid_bound[g, t, v]), levels,
+                      mechs[g, t, v], int(order[g, t]))
+        rows.append(_row(config, g, x_g, chosen, cert, out_dir))
     found = []
     witness_dir = out_dir / "witnesses" if out_dir is not None else Path(
         tempfile.mkdtemp(prefix="jaxpriv-search-"))
-    for g, r, mech in violations[:MAX_WITNESSES]:
-        target = witness_dir / f"{config.relation}-g{g:03d}-r{r:04d}.json"
-        verified = certify.verify_witness(relation, mech, options, target, g * config.restarts + r)
+    for g, t, v in np.argwhere(checked.violated)[:MAX_WITNESSES]:
+        r = int(order[g, t])
+        gate_set = f"-v{v:02d}" if checked.violated.shape[2] > 1 else ""
+        target = witness_dir / f"{config.relation}-g{g:03d}-r{r:04d}{gate_set}.json"
+        verified = certify.verify_witness(relation, mechs[g, t, v], options, target,
+                                          g * config.restarts + r)
         if verified is None:
             continue
         verified["grid_point"] = config.grid[g]
@@ -635,12 +666,6 @@ def evaluate_grid(config: SearchConfig, state: SearchState, out_dir: Path | None
     return rows, found
 
 
-def _grid_bound(relation, setup, x, param, checked) -> float:
-    with jax.enable_x64(True):
-        used = float(checked.parameter) if not setup.gridded_parameter else param
-        return float(relation.bound(jnp.float64(x), jnp.float64(used)))
-
-
 def _row(config, g, x, chosen, cert, out_dir) -> dict[str, Any]:
     row = {"x": x, "param": config.param if setup_for(relations.get(config.relation))
            .gridded_parameter else "", "premise": np.nan, "parameter": np.nan,
@@ -650,9 +675,8 @@ def _row(config, g, x, chosen, cert, out_dir) -> dict[str, Any]:
         row["certified_slack"] = float(cert.min_slack[g])
     if chosen is None:
         return row
-    slack, bound, checked, mech, r = chosen
-    row.update(premise=float(checked.premise), parameter=float(checked.parameter),
-               conclusion=float(checked.conclusion), bound=bound, slack=slack)
+    slack, bound, levels, mech, r = chosen
+    row.update(**levels, bound=bound, slack=slack)
     if cert is not None:
         # relative shortfall of the found conclusion/bound ratio against the certified one
         row["gap"] = 1.0 - row["certified_slack"] / slack if np.isfinite(slack) else 1.0
