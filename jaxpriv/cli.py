@@ -242,8 +242,6 @@ def _print_check(relation, s: dict[str, Any]) -> None:
 
 
 def _sweep(args) -> int:
-    from pathlib import Path
-
     import jax
 
     from jaxpriv import relations, sweep
@@ -253,8 +251,7 @@ def _sweep(args) -> int:
         jax.distributed.initialize()
     if args.bins < 1:
         raise InputError(f"--bins must be >= 1, got {args.bins}")
-    ids = list(relations.REGISTRY) if args.relation.strip().lower() == "all" else [
-        relations.get(args.relation).id]
+    ids = _relation_ids(args.relation)
     configs = []
     for rid in ids:
         try:
@@ -266,13 +263,8 @@ def _sweep(args) -> int:
             if len(ids) == 1:
                 raise
             print(f"{rid}: skipped ({error})", file=sys.stderr)
-    out = Path(args.out)
     worst_code = 0
-    for config in configs:
-        run_dir = out / config.relation if len(configs) > 1 else out
-        # with --relation all, a relation not reached before the kill starts afresh
-        resume = args.resume and (len(configs) == 1
-                                  or (run_dir / sweep.CHECKPOINT).exists())
+    for config, run_dir, resume in _runs(args, configs, sweep.CHECKPOINT):
         result = sweep.run(config, run_dir, resume=resume, progress=not args.quiet)
         summary = json.loads((run_dir / "summary.json").read_text())
         worst = summary["worst_slack"]
@@ -291,17 +283,17 @@ def _search(args) -> int:
 
     _use_cpu_cores(args.cpu_devices)
     grid = search.parse_grid(args.grid)
-    ids = list(relations.REGISTRY) if args.relation.strip().lower() == "all" else [
-        relations.get(args.relation).id]
+    ids = _relation_ids(args.relation)
     configs = []
     for rid in ids:
         relation = relations.get(rid)
         try:
             setup = search.setup_for(relation)
-        except InputError:
+        except InputError as error:
             if len(ids) == 1:
                 raise
-            continue  # --relation all: skip what the search cannot handle
+            print(f"{rid}: skipped ({error})", file=sys.stderr)
+            continue
         points = grid
         if relation.premise_limit is not None and len(ids) > 1:
             points = tuple(x for x in grid if x <= relation.premise_limit) or (
@@ -313,11 +305,8 @@ def _search(args) -> int:
         configs.append(search.make_config(rid, args.n, args.m, points, param=param, law=args.law,
                                           restarts=args.restarts, steps=args.steps,
                                           learning_rate=args.lr, seed=args.seed))
-    out = Path(args.out)
     code = 0
-    for config in configs:
-        run_dir = out / config.relation if len(configs) > 1 else out
-        resume = args.resume and (len(configs) == 1 or (run_dir / search.STATE_FILE).exists())
+    for config, run_dir, resume in _runs(args, configs, search.STATE_FILE):
         sweep_dir = None
         if args.sweep:
             sweep_dir = Path(args.sweep) / config.relation if len(configs) > 1 else Path(args.sweep)
@@ -334,6 +323,26 @@ def _search(args) -> int:
               f"verified violations {len(result.violations)} -> {run_dir}")
         code = max(code, 1 if result.violations else 0)
     return code
+
+
+def _relation_ids(text: str) -> list[str]:
+    """``all`` (every registered relation) or one relation id."""
+    from jaxpriv import relations
+
+    return list(relations.REGISTRY) if text.strip().lower() == "all" else [
+        relations.get(text).id]
+
+
+def _runs(args, configs, checkpoint: str):
+    """``(config, run directory, resume?)`` per run: one sub-directory per relation when there
+    are several; with ``--resume``, a relation the killed run never reached starts afresh."""
+    from pathlib import Path
+
+    out = Path(args.out)
+    for config in configs:
+        run_dir = out / config.relation if len(configs) > 1 else out
+        resume = args.resume and (len(configs) == 1 or (run_dir / checkpoint).exists())
+        yield config, run_dir, resume
 
 
 def _records_layout(args) -> dict[str, int]:

@@ -42,6 +42,16 @@ def _versions() -> dict[str, str]:
             "python": platform.python_version()}
 
 
+def _about(config, relation: relations.Relation) -> dict:
+    return {"relation": config.relation, "statement": relation.statement,
+            "sources": [str(s) for s in relation.sources]}
+
+
+def _provenance(config) -> dict:
+    return {"config": dataclasses.asdict(config), "devices": [str(d) for d in jax.devices()],
+            "versions": _versions()}
+
+
 def envelope_rows(out_dir: Path, result, relation: relations.Relation) -> list[dict]:
     """Re-check each cell's best mechanism in float64, save it, and tabulate the envelope."""
     from jaxpriv.sweep import record_mechanism, setup_for
@@ -95,9 +105,7 @@ def write_sweep(out_dir: Path, result, relation: relations.Relation) -> dict:
         writer.writerows(rows)
     worst = worst_slack(result, relation)
     summary = {
-        "relation": config.relation,
-        "statement": relation.statement,
-        "sources": [str(s) for s in relation.sources],
+        **_about(config, relation),
         "count": config.count,
         "evaluated_with_condition": int(result.state.evaluated),
         "seconds": result.seconds,
@@ -108,9 +116,7 @@ def write_sweep(out_dir: Path, result, relation: relations.Relation) -> dict:
         "violations": [v["file"] for v in result.violations if v["file"]],
         "violation_details": result.violations,
         "envelope_kind": "lower bound (random sweep)",
-        "config": dataclasses.asdict(config),
-        "devices": [str(d) for d in jax.devices()],
-        "versions": _versions(),
+        **_provenance(config),
     }
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     plot_envelope(out_dir / "envelope.png", rows, config, relation)
@@ -180,9 +186,7 @@ def write_search(out_dir: Path, result, relation: relations.Relation,
     rate = restart_steps / result.seconds if result.seconds else None
     certified = bool(gaps) and len(gaps) == len(rows)
     summary = {
-        "relation": config.relation,
-        "statement": relation.statement,
-        "sources": [str(s) for s in relation.sources],
+        **_about(config, relation),
         "count": config.restarts * len(config.grid),
         "grid_points": len(config.grid),
         "restarts": config.restarts,
@@ -199,9 +203,7 @@ def write_search(out_dir: Path, result, relation: relations.Relation,
         "envelope_kind": ("certified: closed form, search gap reported" if certified
                           else "lower bound (adversarial search)"),
         "max_gap": max(gaps) if gaps else None,
-        "config": dataclasses.asdict(config),
-        "devices": [str(d) for d in jax.devices()],
-        "versions": _versions(),
+        **_provenance(config),
     }
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     sweep_rows = read_envelope(Path(sweep_dir)) if sweep_dir is not None else None
