@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxpriv import notions
+from jaxpriv import databases, notions
 from jaxpriv.errors import InputError
 from jaxpriv.mechanisms import Mechanism
 
@@ -81,13 +81,6 @@ def _abp_level(mech, options):
     return notions.abp(mech, law).level
 
 
-def _database(name):
-    def evaluate(mech, options):
-        from jaxpriv import databases
-        return getattr(databases, name)(mech)
-    return evaluate
-
-
 NOTIONS: dict[str, tuple[str, NotionFn]] = {
     "ldp": ("LDP level ε_LDP (SPEC §2.1)", lambda mech, o: notions.ldp(mech)),
     "mbp": ("MBP level ξ (SPEC §2.2)", lambda mech, o: notions.mbp(mech)),
@@ -99,12 +92,12 @@ NOTIONS: dict[str, tuple[str, NotionFn]] = {
     "pac_beta": ("failure probability β(d_true) (SPEC §2.7)", _pac(notions.pac_beta)),
     "pac_gamma": ("robust failure probability max_{d'≠d_true} β(d') (SPEC §2.7)",
                   _pac(notions.pac_gamma)),
-    "dp": ("DP level over neighbouring databases (SPEC §2.1, §2.6)", _database("dp")),
-    "bdp": ("BDP level, Yang et al. (SPEC §2.6, 004 eq. 19)", _database("bdp")),
+    "dp": ("DP level over neighbouring databases (SPEC §2.1, §2.6)", lambda mech, o: databases.dp(mech)),
+    "bdp": ("BDP level, Yang et al. (SPEC §2.6, 004 eq. 19)", lambda mech, o: databases.bdp(mech)),
     "sp_belief": ("SP level at the mechanism's belief β, a lower bound on the SP level "
-                  "(SPEC §2.6, 004 Def. 1)", _database("sp_at")),
+                  "(SPEC §2.6, 004 Def. 1)", lambda mech, o: databases.sp_at(mech)),
     "bsp_belief": ("BSP level at the mechanism's belief b, a lower bound on the BSP level "
-                   "(SPEC §2.6, 004 Def. 2)", _database("bsp_at")),
+                   "(SPEC §2.6, 004 Def. 2)", lambda mech, o: databases.bsp_at(mech)),
 }
 DATABASE_NOTIONS = frozenset({"dp", "bdp", "sp_belief", "bsp_belief"})
 """Notions that need the mechanism's records layout (its secrets are databases)."""
