@@ -92,8 +92,10 @@ NOTIONS: dict[str, tuple[str, NotionFn]] = {
     "pac_beta": ("failure probability β(d_true) (SPEC §2.7)", _pac(notions.pac_beta)),
     "pac_gamma": ("robust failure probability max_{d'≠d_true} β(d') (SPEC §2.7)",
                   _pac(notions.pac_gamma)),
-    "dp": ("DP level over neighbouring databases (SPEC §2.1, §2.6)", lambda mech, o: databases.dp(mech)),
-    "bdp": ("BDP level, Yang et al. (SPEC §2.6, 004 eq. 19)", lambda mech, o: databases.bdp(mech)),
+    "dp": ("DP level over neighbouring databases (SPEC §2.1, §2.6)",
+           lambda mech, o: databases.dp(mech)),
+    "bdp": ("BDP level, Yang et al. (SPEC §2.6, 004 eq. 19)",
+            lambda mech, o: databases.bdp(mech)),
     "sp_belief": ("SP level at the mechanism's belief β, a lower bound on the SP level "
                   "(SPEC §2.6, 004 Def. 1)", lambda mech, o: databases.sp_at(mech)),
     "bsp_belief": ("BSP level at the mechanism's belief b, a lower bound on the BSP level "
