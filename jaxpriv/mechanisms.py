@@ -194,8 +194,19 @@ class Mechanism:
         return self.log_K.dtype
 
     def astype(self, dtype) -> "Mechanism":
-        """The same mechanism with every array cast to ``dtype``."""
-        return jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype), self)
+        """The same mechanism with every array cast to ``dtype``, its rows, prior and belief
+        renormalized in ``dtype`` (log space); the mechanism itself if it already is ``dtype``.
+
+        A float32 mechanism's rows sum to 1 only within ~1e−7; cast as they are, float64
+        arithmetic would see a mechanism that is not stochastic, and identities the kernels rely
+        on (``Σ_w p(w) = 1``) would fail at that level.
+        """
+        if all(jnp.asarray(a).dtype == jnp.dtype(dtype) for a in jax.tree_util.tree_leaves(self)):
+            return self  # nothing to cast: keep the exact numbers (no renormalization)
+        cast = jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype), self)
+        return cast.replace(log_K=_renormalized(cast.log_K),
+                            log_prior=_renormalized(cast.log_prior),
+                            log_belief=_renormalized(cast.log_belief))
 
     def __getitem__(self, index) -> "Mechanism":
         """Index the batch axes: ``mechs[3]`` is the fourth mechanism of a batch."""
@@ -205,6 +216,15 @@ class Mechanism:
 
     def replace(self, **changes: Any) -> "Mechanism":
         return dataclasses.replace(self, **changes)
+
+
+def _renormalized(log_w):
+    """``log w − log Σ w`` over the last axis (unchanged where the sum is 0, never NaN)."""
+    from jax.scipy.special import logsumexp
+
+    total = logsumexp(log_w, axis=-1, keepdims=True)
+    return jnp.where(jnp.isfinite(total), log_w - jnp.where(jnp.isfinite(total), total, 0.0),
+                     log_w)
 
 
 # -- host-side validation ------------------------------------------------------------------

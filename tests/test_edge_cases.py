@@ -106,3 +106,21 @@ def test_levels_under_jit_and_vmap():
     vmapped = jax.vmap(notions.mbp)(mech)
     np.testing.assert_allclose(np.asarray(jitted), np.asarray(vmapped), rtol=1e-6)
     np.testing.assert_allclose(np.asarray(jitted), np.asarray(notions.mbp(mech)), rtol=1e-6)
+
+
+def test_abp_vanishes_when_the_posterior_is_the_belief():
+    # Secret 1's outputs {0, 1} reveal it exactly, and the belief is a point mass on it: for
+    # d* = 1 (record law) and w ∈ {0, 1} (output law) F^A = b ≠ π, so ABP = 0. Forming
+    # F^A − b as (F^A − π) + (π − b) cancelled to ~1e−17 and sqrt(JS) made that 3e−9, which also
+    # broke the invariance of the mean under relabelling outputs (found by hypothesis).
+    K = np.array([[0.0, 0.0, 0.5, 0.5], [0.5, 0.5, 0.0, 0.0], [0.0, 0.0, 0.5, 0.5]])
+    prior, belief = np.full(3, 1 / 3), np.array([0.0, 1.0, 0.0])
+    with jax.enable_x64(True):
+        base = notions.levels(Mechanism.from_K(K, prior, belief))
+        permuted = notions.levels(Mechanism.from_K(K[:, [0, 2, 3, 1]], prior, belief))
+    assert float(base["abp_record"][1]) < 1e-15
+    assert np.all(np.asarray(base["abp_output_vector"][:2]) < 1e-15)
+    np.testing.assert_allclose(permuted["abp_mean"], base["abp_mean"], rtol=1e-13)
+    # the other secrets' values: F^A = (1/2, 0, 1/2) against b = (0, 1, 0), disjoint: sqrt(ln 2)
+    np.testing.assert_allclose(np.asarray(base["abp_record"])[[0, 2]], np.sqrt(np.log(2)),
+                               rtol=1e-12)
