@@ -47,6 +47,9 @@ class SamplerSpec:
       values: draw output values in ``{0, 10}`` (for the PAC notions with ``μ=0, α=1``).
       sparse_fraction: share of mechanisms with zeroed entries.
       records: database layout of the secrets (``n = k^r``), for the database-level notions.
+      prior_zero_fraction: share of mechanisms whose prior rules out some secrets (each entry
+        zeroed with probability up to ½, never the largest): the priors where notions that
+        condition on the prior (BDP) and notions that do not (DP, MP) part ways.
     """
 
     n: int
@@ -57,6 +60,7 @@ class SamplerSpec:
     values: bool = False
     sparse_fraction: float = 0.15
     records: Records | None = None
+    prior_zero_fraction: float = 0.0
 
 
 def _log_uniform(key, shape, low, high):
@@ -131,11 +135,27 @@ def sample_log_prior(key: PRNGKeyArray, count: int, n: int, kind: PriorKind = "d
     return jnp.where(uniform, -jnp.log(float(n)), dirichlet)
 
 
+def _with_zeros(key: PRNGKeyArray, log_w: Float[Array, "count n"], fraction: float
+                ) -> Float[Array, "count n"]:
+    """In a ``fraction`` of the rows, zero each entry with probability up to ½ (never a row's
+    largest entry), then renormalize."""
+    k_rows, k_rate, k_drop = jax.random.split(key, 3)
+    count, n = log_w.shape
+    chosen = jax.random.uniform(k_rows, (count, 1)) < fraction
+    drop = jax.random.uniform(k_drop, (count, n)) < jax.random.uniform(k_rate, (count, 1),
+                                                                       maxval=0.5)
+    keep = log_w >= jnp.max(log_w, axis=-1, keepdims=True)
+    return _normalize_rows(jnp.where(chosen & drop & ~keep, -jnp.inf, log_w))
+
+
 def sample(key: PRNGKeyArray, count: int, spec: SamplerSpec) -> Mechanism:
     """A batch of ``count`` random mechanisms drawn per ``spec`` (dtype: JAX's default float)."""
     k_K, k_prior, k_belief, k_values = jax.random.split(key, 4)
     log_K = sample_log_K(k_K, count, spec.n, spec.m, spec.sparse_fraction)
     log_prior = sample_log_prior(k_prior, count, spec.n, spec.prior, spec.eps_max)
+    if spec.prior_zero_fraction > 0:
+        log_prior = _with_zeros(jax.random.fold_in(k_prior, 1), log_prior,
+                                spec.prior_zero_fraction)
     log_belief = log_prior
     if spec.belief_eps_max > 0:
         k1, k2 = jax.random.split(k_belief)

@@ -236,3 +236,202 @@ def test_mp_at_p_agrees_with_li_et_al_lemma_1():
             ratios = [K[x, y] / K[z, y] for x, z in zip(*np.nonzero(E)) for y in range(3)]
             assert all(a <= _lemma1_g(p, eps) * (1 + 1e-9) for a in ratios)
             assert any(a > _lemma1_g(p, eps * (1 - 1e-6)) for a in ratios)
+
+
+# -- SP and BSP levels: the sup over beliefs in closed form -------------------------------------
+
+# rows 00, 01, 10, 11 (x_1 most significant); column y0 takes e^{±log 2} steps between neighbours
+HAND_K = np.array([[0.1, 0.9], [0.2, 0.8], [0.2, 0.8], [0.1, 0.9]])
+
+
+def test_sp_and_bsp_by_hand():
+    """DP = log 2 (column y0). For i = 1 and y0 the ratios r(x) = K[x,y0]/K[x_{-1},y0] are
+    1, 1, 2 (x = 10), 1/2 (x = 11): Λ = log 4, SP = tanh(log 4 / 4) = (2 − 1)/(2 + 1) = 1/3.
+    The optimal belief puts mass ∝ q/K[x_{−i},y0] on the extreme ratios with q = 1/(1+√t),
+    t = 4: uniform on {10, 11}; there game 0's posterior is (2/3, 1/3), game 1's (1/3, 2/3)."""
+    mech = mech64(HAND_K)
+    assert level(databases.dp, mech) == pytest.approx(np.log(2), rel=1e-14)
+    assert level(databases.sp, mech) == pytest.approx(1 / 3, rel=1e-14)
+    with jax.enable_x64(True):
+        at_best = float(databases.sp_at(mech, np.log([1e-300, 1e-300, 0.5, 0.5])))
+    assert at_best == pytest.approx(1 / 3, rel=1e-12)
+    # uniform prior: records independent, S = ∅ averages x_2 out and P[y0 | x_1] = 0.15 both ways
+    assert level(databases.bsp, mech) == pytest.approx(1 / 3, rel=1e-14)
+    assert level(databases.bdp, mech) == pytest.approx(np.log(2), rel=1e-14)
+    assert level(databases.mp, mech) == pytest.approx(np.log(2), rel=1e-14)
+
+
+def _extreme_pair_belief(K, records, i, y):
+    """The belief attaining SP's sup at (i, y): mass ∝ q/c(x) on the largest and ∝ (1−q)/c(x)
+    on the smallest ratio r = a/c, q = 1/(1 + √t), t = r_max/r_min (module docstring)."""
+    a, c = K[:, y], K[databases.without(records, i), y]
+    r = a / c
+    hi, lo = int(np.argmax(r)), int(np.argmin(r))
+    t = r[hi] / r[lo]
+    q = 1 / (1 + np.sqrt(t))
+    beta = np.full(len(a), 1e-300)
+    beta[hi], beta[lo] = q / c[hi], (1 - q) / c[lo]
+    return beta / beta.sum(), (np.sqrt(t) - 1) / (np.sqrt(t) + 1)
+
+
+@pytest.mark.parametrize("k,r", [(2, 2), (2, 3), (3, 2)])
+def test_sp_is_attained_by_the_two_point_belief_and_never_exceeded(k, r):
+    rng = np.random.default_rng(100 + 10 * k + r)
+    records = Records(k=k, r=r)
+    n = k**r
+    for _ in range(8):
+        K = rng.dirichlet(np.full(3, 0.6), size=n)
+        mech = mech64(K, k=k, r=r)
+        sp = level(databases.sp, mech)
+        best = max((_extreme_pair_belief(K, records, i, y) for i in range(r) for y in range(3)),
+                   key=lambda pair: pair[1])
+        with jax.enable_x64(True):
+            attained = float(databases.sp_at(mech, np.log(best[0])))
+            beliefs = rng.dirichlet(np.full(n, 0.2), size=3000)
+            random = np.asarray(databases.sp_at(mech64(np.broadcast_to(K, (3000, n, 3)),
+                                                       None, k, r), np.log(beliefs)))
+        assert sp == pytest.approx(best[1], rel=1e-12)
+        assert attained == pytest.approx(sp, rel=1e-9)
+        assert random.max() <= sp * (1 + 1e-12)
+        # tanh(DP/4) ≤ SP ≤ tanh(DP/2): DP ≤ Λ ≤ 2·DP
+        dp = level(databases.dp, mech)
+        assert np.tanh(dp / 4) * (1 - 1e-12) <= sp <= np.tanh(dp / 2) * (1 + 1e-12)
+
+
+def _best_two_point(fn, mech, n, grid=801):
+    """max of fn(mech, β) over two-point beliefs, dense in log-odds then golden-refined."""
+    logits = np.linspace(-12, 12, grid)
+    w = 1 / (1 + np.exp(-logits))
+    best = 0.0
+    for a, b in itertools.combinations(range(n), 2):
+        beliefs = np.full((grid, n), 1e-300)
+        beliefs[:, a], beliefs[:, b] = w, 1 - w
+        with jax.enable_x64(True):
+            values = np.asarray(fn(_repeat(mech, grid), np.log(beliefs)))
+        j = int(np.argmax(values))
+        lo, hi = logits[max(j - 1, 0)], logits[min(j + 1, grid - 1)]
+        for _ in range(60):  # golden section on the bracket around the grid's best
+            m1, m2 = hi - 0.618 * (hi - lo), lo + 0.618 * (hi - lo)
+            f1, f2 = (_two_point(fn, mech, n, a, b, t) for t in (m1, m2))
+            lo, hi = (lo, m2) if f1 > f2 else (m1, hi)
+        best = max(best, values[j], _two_point(fn, mech, n, a, b, (lo + hi) / 2))
+    return best
+
+
+def _two_point(fn, mech, n, a, b, logit):
+    w = 1 / (1 + np.exp(-logit))
+    beliefs = np.full(n, 1e-300)
+    beliefs[a], beliefs[b] = w, 1 - w
+    with jax.enable_x64(True):
+        return float(fn(mech, np.log(beliefs)))
+
+
+def _repeat(mech, count):
+    return jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (count,) + x.shape), mech)
+
+
+@pytest.mark.parametrize("stick", [0.5, 0.97])
+def test_bsp_closed_form_is_the_sup_over_beliefs(stick):
+    """BSP's sup (closed form) against the best two-point belief found numerically and
+    against random beliefs, on priors from independent records to sticky Markov chains (where
+    BSP exceeds SP: the empty known set mixes rows with x_i-dependent weights)."""
+    rng = np.random.default_rng(int(stick * 100))
+    records = Records(k=2, r=3)
+    transition = np.array([[stick, 1 - stick], [1 - stick, stick]])
+    with jax.enable_x64(True):
+        prior = np.exp(np.asarray(databases.markov_prior(records, np.array([0.5, 0.5]),
+                                                         transition)))
+    above_sp = 0
+    for _ in range(6):
+        K = rng.dirichlet(np.full(2, 0.7), size=8)
+        mech = mech64(K, prior, 2, 3)
+        bsp = level(databases.bsp, mech)
+        found = _best_two_point(databases.bsp_at, mech, 8)
+        assert found <= bsp * (1 + 1e-12)
+        assert found == pytest.approx(bsp, rel=1e-7)
+        bdp = level(databases.bdp, mech)
+        assert np.tanh(bdp / 4) * (1 - 1e-12) <= bsp <= np.tanh(bdp / 2) * (1 + 1e-12)
+        above_sp += bsp > level(databases.sp, mech) + 1e-9
+    assert stick < 0.9 or above_sp > 0  # sticky chains make the partial games matter
+
+
+def test_an_output_only_one_game_can_produce_reveals_the_game():
+    """r = 1, k = 3, ⊥ = 0: output y is produced only by x = 2, so game 1 (which always runs
+    the mechanism on ⊥) never shows it: SD = 1 at any belief on x = 2, and SP = BSP = 1. The
+    skip-it convention would give SP = tanh(log 2 / 4) here while DP = ∞, and R10 would fail."""
+    K = np.array([[1.0, 0.0], [1.0, 0.0], [0.5, 0.5]])
+    mech = mech64(K, k=3, r=1)
+    assert level(databases.dp, mech) == np.inf
+    assert level(databases.sp, mech) == 1.0
+    assert level(databases.bsp, mech) == 1.0
+    with jax.enable_x64(True):
+        assert float(databases.sp_at(mech, np.log([0.5, 0.25, 0.25]))) == 1.0
+        assert float(databases.sp_at(mech, np.log([0.5, 0.5, 1e-300]))) < 1.0
+
+
+def test_bsp_games_defined_needs_the_reset_in_the_prior():
+    assert bool(databases.bsp_games_defined(mech64(HAND_K)))
+    # π(0,1) = 0 but π(1,1) > 0: for i = 1, S = {2}, the partial database (1, 1) has no reset
+    mech = mech64(HAND_K, [0.4, 0.0, 0.3, 0.3])
+    with jax.enable_x64(True):
+        assert not bool(databases.bsp_games_defined(mech))
+
+
+# -- MP over 𝔻_* and the priors -----------------------------------------------------------------
+
+
+def test_mp_over_the_004_family_is_max_of_dp_and_bdp_and_its_sup_over_p():
+    rng = np.random.default_rng(21)
+    records = Records(k=2, r=3)
+    transition = np.array([[0.9, 0.1], [0.2, 0.8]])
+    with jax.enable_x64(True):
+        prior = np.exp(np.asarray(databases.markov_prior(records, np.array([0.3, 0.7]),
+                                                         transition)))
+    for _ in range(5):
+        mech = mech64(rng.dirichlet(np.full(3, 0.8), size=8), prior, 2, 3)
+        mp, dp, bdp = (level(f, mech) for f in (databases.mp, databases.dp, databases.bdp))
+        assert mp == pytest.approx(max(dp, bdp), rel=1e-12)
+        assert mp == pytest.approx(bdp, rel=1e-12)  # full support: BDP already covers DP
+        assert level(lambda m: databases.mp(m, "databases"), mech) == pytest.approx(dp, rel=1e-12)
+        for p in (0.01, 0.3, 0.9):
+            assert level(databases.mp_at, mech, p) <= mp * (1 + 1e-12)
+            assert level(databases.mp_at, mech, p) >= level(
+                lambda m, q: databases.mp_at(m, q, "databases"), mech, p) - 1e-15
+        near = max(level(databases.mp_at, mech, p) for p in (1e-10, 1 - 1e-10))
+        assert near == pytest.approx(mp, rel=1e-6)
+
+
+def test_mp_at_p_of_a_partial_member_by_hand():
+    """r = 2, K = ∅ for i = 1: 𝒟 puts p on x_1 = 1 and 1 − p on x_1 = 0, x_2 drawn from the
+    prior given x_1. Perfectly correlated prior (00, 11 only): P[y|x_1=0] = K_00, P[y|x_1=1] =
+    K_11; equal rows make this member harmless, and MP at p comes from whole databases."""
+    K = np.array([[0.5, 0.5], [0.9, 0.1], [0.1, 0.9], [0.5, 0.5]])
+    mech = mech64(K, [0.5, 0.0, 0.0, 0.5])
+    p = 0.3
+    whole = level(lambda m, q: databases.mp_at(m, q, "databases"), mech, p)
+    assert level(databases.mp_at, mech, p) == pytest.approx(whole, rel=1e-14)
+    # a prior that makes the partial member informative: mass on 01 and 10 only
+    mech = mech64(K, [0.0, 0.5, 0.5, 0.0])
+    A = K[2] / K[1]  # P[y | x_1 = 1] = K_10 against P[y | x_1 = 0] = K_01
+    partial = max(max(np.log(a / (p * a + 1 - p)), np.log(p * a + 1 - p)) for a in
+                  np.concatenate([A, 1 / A]))
+    assert level(databases.mp_at, mech, p) == pytest.approx(max(whole, partial), rel=1e-12)
+
+
+def test_prior_constructors():
+    records = Records(k=2, r=2)
+    with jax.enable_x64(True):
+        product = np.exp(np.asarray(databases.product_prior(records, np.array(
+            [[0.3, 0.7], [0.6, 0.4]]))))
+        np.testing.assert_allclose(product, [0.18, 0.12, 0.42, 0.28], rtol=1e-14)
+        markov = np.exp(np.asarray(databases.markov_prior(
+            records, np.array([0.3, 0.7]), np.array([[0.9, 0.1], [0.2, 0.8]]))))
+        np.testing.assert_allclose(markov, [0.27, 0.03, 0.14, 0.56], rtol=1e-14)
+        mixture = np.exp(np.asarray(databases.mixture_prior(
+            np.array([0.25, 0.75]), np.log(np.stack([product, markov])))))
+        np.testing.assert_allclose(mixture, 0.25 * product + 0.75 * markov, rtol=1e-14)
+        # batched: leading axes broadcast
+        batch = databases.product_prior(records, np.full((5, 2, 2), 0.5))
+        assert batch.shape == (5, 4)
+    with pytest.raises(InputError, match="MP family"):
+        databases.mp(mech64(HAND_K), "pairs")
