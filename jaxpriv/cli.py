@@ -66,10 +66,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--bins", type=int, default=40, help="premise bins (default 40)")
     p.add_argument("--k", type=int, default=2,
                    help="values per record, for relations between database-level notions "
-                        "(R7, R9; default 2)")
+                        "(R7-R13; default 2)")
     p.add_argument("--r", type=int, default=None,
                    help="records per database (n = k^r); default: from --n when n is a power "
                         "of k")
+    p.add_argument("--t-max", type=int, default=10_000,
+                   help="R14: largest sample count T drawn (default 10000)")
+    p.add_argument("--draws", type=int, default=2000,
+                   help="R14: Monte Carlo draws per checked setting (default 2000)")
     p.add_argument("--out", required=True, help="run directory (one sub-directory per "
                    "relation with --relation all)")
     p.add_argument("--resume", action="store_true", help="continue a killed run in --out")
@@ -95,6 +99,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=3000, help="optimizer steps (at most)")
     p.add_argument("--lr", type=float, default=0.02, help="peak Adam step size")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--t-max", type=int, default=10_000,
+                   help="R14: largest sample count T searched (default 10000)")
     p.add_argument("--sweep", default=None, help="a sweep run directory to plot beside")
     p.add_argument("--out", required=True, help="run directory (one sub-directory per "
                    "relation with --relation all)")
@@ -152,11 +158,23 @@ def _eval(args) -> int:
         if mech.values is not None and _has(extras, "mu", "alpha"):
             beta = notions.failure_probabilities(mech, extras["mu"], extras["alpha"])
             result["pac_beta_vector"] = _plain(beta)
+        if mech.records is not None:
+            result.update(_database_levels(mech))
     if args.json:
         print(json.dumps(result))
     else:
         _print_levels(result)
     return 0
+
+
+def _database_levels(mech) -> dict[str, Any]:
+    from jaxpriv import databases
+
+    levels = {"dp": databases.dp(mech), "bdp": databases.bdp(mech), "sp": databases.sp(mech),
+              "sp_belief": databases.sp_at(mech), "bsp": databases.bsp(mech),
+              "bsp_belief": databases.bsp_at(mech), "mp": databases.mp(mech),
+              "mp_databases": databases.mp(mech, "databases")}
+    return {key: _plain(value) for key, value in levels.items()}
 
 
 _LABELS = {
@@ -166,11 +184,16 @@ _LABELS = {
     "abp_q": "ABP (explicit law q)", "eps_unif": "prior vs uniform ε_unif",
     "eps_bel": "belief vs prior ε_bel", "mi": "mutual information I(D;W)",
     "pac_beta_vector": "failure probability β(d)",
+    "dp": "DP level (neighbouring databases)", "bdp": "BDP level (Yang et al.)",
+    "sp": "SP level (sup over beliefs)", "sp_belief": "SP at the file's belief",
+    "bsp": "BSP level (sup over beliefs)", "bsp_belief": "BSP at the file's belief",
+    "mp": "MP level (004 family 𝔻_*)", "mp_databases": "MP over whole databases only",
 }
 
 
 def _print_levels(result: dict[str, Any]) -> None:
-    print(f"mechanism: {result['n']} secrets × {result['m']} outputs (levels in nats, float64)")
+    print(f"mechanism: {result['n']} secrets × {result['m']} outputs (levels in nats, float64; "
+          "SP, BSP: probabilities)")
     width = max(len(v) for v in _LABELS.values())
     for key, label in _LABELS.items():
         if key in result:
@@ -184,6 +207,8 @@ def _check(args) -> int:
     from jaxpriv import io, relations
 
     relation = relations.get(args.relation)
+    if relation.kind == "statistical":
+        return _check_statistical(relation, args)
     mech, extras = io.load_mechanism(args.file)
     if extras.get("relation") not in (None, relation.id):
         print(f"jaxpriv: note: the file is a witness for {extras['relation']}, "
@@ -196,6 +221,25 @@ def _check(args) -> int:
     if parameter is None:
         parameter = extras.get("eps", extras.get("beta"))
     result = relation.check(mech, parameter=parameter, **options)
+    return _report_check(relation, result, args.json)
+
+
+def _check_statistical(relation, args) -> int:
+    """R14, R15: the file holds the setting, ``{"relation": id, **relation.fields}``."""
+    from jaxpriv import io
+
+    data = io.read_json(args.file)
+    if not isinstance(data, dict):
+        raise InputError(f"{args.file}: expected a JSON object with {', '.join(relation.fields)}")
+    if data.get("relation") not in (None, relation.id):
+        print(f"jaxpriv: note: the file is a witness for {data['relation']}, "
+              f"checking {relation.id}", file=sys.stderr)
+    return _report_check(relation, relation.check(**data), args.json)
+
+
+def _report_check(relation, result, as_json: bool) -> int:
+    from jaxpriv import relations
+
     summary = {
         "relation": relation.id,
         "statement": relation.statement,
@@ -208,10 +252,10 @@ def _check(args) -> int:
         "bound": _plain(result.bound),
         "slack": _plain(result.slack),
         "violated": bool(result.violated),
-        "rtol": relations.RTOL,
+        "rtol": getattr(relation, "rtol", relations.RTOL),
         "atol": relations.ATOL,
     }
-    if args.json:
+    if as_json:
         print(json.dumps(summary))
     else:
         _print_check(relation, summary)
@@ -230,7 +274,7 @@ def _print_check(relation, s: dict[str, Any]) -> None:
     print(f"  bound       {_fmt(s['bound'])}")
     print(f"  slack       {_fmt(s['slack'])}  (bound / conclusion)")
     if s["violated"]:
-        verdict = "VIOLATED (verified in float64, rtol=1e-9)"
+        verdict = f"VIOLATED (verified in float64, rtol={s['rtol']:g})"
     elif s["condition_holds"]:
         verdict = "holds"
     else:
@@ -244,7 +288,7 @@ def _print_check(relation, s: dict[str, Any]) -> None:
 def _sweep(args) -> int:
     import jax
 
-    from jaxpriv import relations, sweep
+    from jaxpriv import relations, statistical_audit, sweep
 
     _use_cpu_cores(args.cpu_devices)
     if args.distributed:
@@ -255,6 +299,11 @@ def _sweep(args) -> int:
     configs = []
     for rid in ids:
         try:
+            if relations.get(rid).kind == "statistical":
+                configs.append(statistical_audit.make_config(
+                    rid, "sweep", count=args.count, seed=args.seed, chunk=args.chunk,
+                    x_bins=args.bins, t_max=args.t_max, draws=args.draws, n=args.n))
+                continue
             layout = _records_layout(args) if sweep.needs_records(relations.get(rid)) else {}
             configs.append(sweep.make_config(rid, args.n, args.m, args.count, args.seed,
                                              args.chunk, args.memory_mb, x_bins=args.bins,
@@ -264,12 +313,14 @@ def _sweep(args) -> int:
                 raise
             print(f"{rid}: skipped ({error})", file=sys.stderr)
     worst_code = 0
-    for config, run_dir, resume in _runs(args, configs, sweep.CHECKPOINT):
-        result = sweep.run(config, run_dir, resume=resume, progress=not args.quiet)
+    for config, run_dir, resume in _runs(args, configs):
+        statistical = isinstance(config, statistical_audit.StatConfig)
+        runner = statistical_audit.run if statistical else sweep.run
+        result = runner(config, run_dir, resume=resume, progress=not args.quiet)
         summary = json.loads((run_dir / "summary.json").read_text())
         worst = summary["worst_slack"]
-        print(f"{config.relation}: {config.count:,} mechanisms in {result.seconds:.1f} s "
-              f"({summary['mechanisms_per_second']:,.0f}/s); worst slack "
+        print(f"{config.relation}: {config.count:,} {'settings' if statistical else 'mechanisms'}"
+              f" in {result.seconds:.1f} s ({summary['mechanisms_per_second']:,.0f}/s); worst slack "
               f"{'n/a' if worst is None else f'{worst:.6g}'}; "
               f"verified violations {result.violation_count} -> {run_dir}")
         worst_code = max(worst_code, 1 if result.violation_count else 0)
@@ -279,7 +330,7 @@ def _sweep(args) -> int:
 def _search(args) -> int:
     from pathlib import Path
 
-    from jaxpriv import relations, search
+    from jaxpriv import relations, search, statistical_audit
 
     _use_cpu_cores(args.cpu_devices)
     grid = search.parse_grid(args.grid)
@@ -287,6 +338,17 @@ def _search(args) -> int:
     configs = []
     for rid in ids:
         relation = relations.get(rid)
+        if relation.kind == "statistical":
+            points = grid
+            if rid == "R15":
+                points = tuple(x for x in grid if x < 1) or (0.5,)
+                if len(ids) == 1 and len(points) < len(grid):
+                    raise InputError("R15 is claimed for 0 < ε < 1; the grid reaches "
+                                     f"{max(grid)}")
+            configs.append(statistical_audit.make_config(
+                rid, "search", grid=points, t_max=args.t_max, n=args.n, seed=args.seed,
+                restarts=args.restarts, steps=args.steps, learning_rate=args.lr))
+            continue
         try:
             setup = search.setup_for(relation)
         except InputError as error:
@@ -306,7 +368,17 @@ def _search(args) -> int:
                                           restarts=args.restarts, steps=args.steps,
                                           learning_rate=args.lr, seed=args.seed))
     code = 0
-    for config, run_dir, resume in _runs(args, configs, search.STATE_FILE):
+    for config, run_dir, resume in _runs(args, configs):
+        if isinstance(config, statistical_audit.StatConfig):
+            result = statistical_audit.run(config, run_dir, resume=resume,
+                                           progress=not args.quiet)
+            summary = json.loads((run_dir / "summary.json").read_text())
+            print(f"{config.relation}: {len(config.grid)} grid points searched in "
+                  f"{result.seconds:.1f} s; worst slack {summary['worst_slack']:.6g} "
+                  f"(log {summary['worst_log_slack']:.6g}); verified violations "
+                  f"{result.violation_count} -> {run_dir}")
+            code = max(code, 1 if result.violation_count else 0)
+            continue
         sweep_dir = None
         if args.sweep:
             sweep_dir = Path(args.sweep) / config.relation if len(configs) > 1 else Path(args.sweep)
@@ -333,14 +405,27 @@ def _relation_ids(text: str) -> list[str]:
         relations.get(text).id]
 
 
-def _runs(args, configs, checkpoint: str):
+def _runs(args, configs):
     """``(config, run directory, resume?)`` per run: one sub-directory per relation when there
-    are several; with ``--resume``, a relation the killed run never reached starts afresh."""
+    are several; with ``--resume``, a relation the killed run never reached starts afresh (and
+    a finished search, which keeps no checkpoint, is not run again)."""
     from pathlib import Path
+
+    from jaxpriv import search, statistical_audit, sweep
 
     out = Path(args.out)
     for config in configs:
         run_dir = out / config.relation if len(configs) > 1 else out
+        if isinstance(config, statistical_audit.StatConfig):
+            if config.mode == "search":
+                if args.resume and (run_dir / "summary.json").exists():
+                    continue
+                yield config, run_dir, False
+                continue
+            checkpoint = statistical_audit.CHECKPOINT
+        else:
+            checkpoint = sweep.CHECKPOINT if isinstance(config, sweep.SweepConfig) \
+                else search.STATE_FILE
         resume = args.resume and (len(configs) == 1 or (run_dir / checkpoint).exists())
         yield config, run_dir, resume
 

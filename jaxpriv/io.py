@@ -72,8 +72,8 @@ def mechanism_to_dict(mech: Mechanism, **extras: Any) -> dict[str, Any]:
     return out
 
 
-def load_mechanism(path: str | os.PathLike) -> tuple[Mechanism, dict[str, Any]]:
-    """Read a mechanism or witness file (float64); see :func:`mechanism_from_dict`."""
+def read_json(path: str | os.PathLike) -> Any:
+    """The parsed JSON of ``path``; an InputError naming the file and the problem otherwise."""
     path = Path(path)
     try:
         text = path.read_text()
@@ -88,6 +88,12 @@ def load_mechanism(path: str | os.PathLike) -> tuple[Mechanism, dict[str, Any]]:
     except json.JSONDecodeError as e:
         raise InputError(f"{path}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}"
                          ) from None
+    return data
+
+
+def load_mechanism(path: str | os.PathLike) -> tuple[Mechanism, dict[str, Any]]:
+    """Read a mechanism or witness file (float64); see :func:`mechanism_from_dict`."""
+    data = read_json(path)
     with jax.enable_x64(True):
         try:
             return mechanism_from_dict(data)

@@ -1,11 +1,15 @@
 """The registry of published relations between privacy notions (SPEC §3), and their checks.
 
 A :class:`Relation` is a typed record of a claim "premise level ``x`` (and a condition) ⇒
-conclusion level ≤ ``f(x, ε)``", carrying its source paper and theorem number. The registry holds
-R1–R6 (single-record notions) and the database-level R7 and R9, whose conclusions (BSP, SP) are
-sups over beliefs: a check evaluates them at the mechanism's belief, which bounds the level from
-below, so a violation found there is a violation of the claim. The converse relations R8, R10,
-R11 (premise a sup over beliefs) and R12–R15 are not registered yet.
+conclusion level ≤ ``f(x, ε)``" about a mechanism, carrying its source paper and theorem number.
+The registry holds every relation of SPEC §3:
+
+* R1–R6 on single-record notions (LDP, MBP, ABP, PAC);
+* R7–R13 on database-level notions (DP, BDP, SP, BSP, MP; :mod:`jaxpriv.databases`). The SP and
+  BSP levels are sups over all beliefs, computed exactly (closed form), so the converse relations
+  R8, R10, R11 — whose *premise* is such a sup — are checked exactly too;
+* R14 and R15, statistical claims about an estimator rather than a mechanism:
+  :class:`StatisticalRelation` entries checked exactly by :mod:`jaxpriv.statistical`.
 
 :meth:`Relation.check` evaluates a mechanism **in float64** and reports the premise level, the
 condition parameter, the conclusion level, the claimed bound, the slack ``f/conclusion`` and
@@ -96,12 +100,22 @@ NOTIONS: dict[str, tuple[str, NotionFn]] = {
            lambda mech, o: databases.dp(mech)),
     "bdp": ("BDP level, Yang et al. (SPEC §2.6, 004 eq. 19)",
             lambda mech, o: databases.bdp(mech)),
+    "sp": ("SP level, the sup over every belief, exact (SPEC §2.6, 004 Def. 1)",
+           lambda mech, o: databases.sp(mech)),
+    "bsp": ("BSP level, the sup over every belief, exact (SPEC §2.6, 004 Def. 2)",
+            lambda mech, o: databases.bsp(mech)),
+    "mp": ("MP level over the family 𝔻_*, sup over p (SPEC §2.6, 004 Def. 3)",
+           lambda mech, o: databases.mp(mech)),
     "sp_belief": ("SP level at the mechanism's belief β, a lower bound on the SP level "
                   "(SPEC §2.6, 004 Def. 1)", lambda mech, o: databases.sp_at(mech)),
     "bsp_belief": ("BSP level at the mechanism's belief b, a lower bound on the BSP level "
                    "(SPEC §2.6, 004 Def. 2)", lambda mech, o: databases.bsp_at(mech)),
+    "bsp_games": ("1 if BSP's game i exists wherever BDP compares (the prior allows every "
+                  "⊥-reset (⊥, x_S) of a partial database it allows), else 0",
+                  lambda mech, o: databases.bsp_games_defined(mech).astype(mech.log_K.dtype)),
 }
-DATABASE_NOTIONS = frozenset({"dp", "bdp", "sp_belief", "bsp_belief"})
+DATABASE_NOTIONS = frozenset({"dp", "bdp", "sp", "bsp", "mp", "sp_belief", "bsp_belief",
+                              "bsp_games"})
 """Notions that need the mechanism's records layout (its secrets are databases)."""
 
 
@@ -146,8 +160,12 @@ class Relation:
       parameter_limit: if set, the condition is ``parameter ≤ parameter_limit`` (e.g. a uniform
         prior); if ``None`` the parameter is free and the bound is evaluated at it.
       premise_limit: if set, the condition also requires ``x ≤ premise_limit``.
+      requires: key of :data:`NOTIONS` of a 0/1 notion that must be 1 for the condition to hold
+        (a condition with no parameter, e.g. R8's "every game is defined").
       bound: ``f(x, parameter)``, vectorized, float64-safe.
     """
+
+    kind = "mechanism"
 
     id: str
     statement: str
@@ -159,6 +177,12 @@ class Relation:
     parameter: str | None = None
     parameter_limit: float | None = None
     premise_limit: float | None = None
+    requires: str | None = None
+
+    @property
+    def notions(self) -> frozenset[str]:
+        """Every notion the relation's check evaluates."""
+        return frozenset({self.premise, self.conclusion, self.parameter, self.requires} - {None})
 
     def check(self, mech: Mechanism, *, parameter=None, rtol: float = RTOL, atol: float = ATOL,
               **options: Any) -> CheckResult:
@@ -202,6 +226,8 @@ def evaluate(relation: Relation, mech: Mechanism, *, parameter=None, rtol: float
         holds &= measured <= relation.parameter_limit
     if relation.premise_limit is not None:
         holds &= x <= relation.premise_limit
+    if relation.requires is not None:
+        holds &= level(relation.requires) > 0
     bound = relation.bound(x, used)
     violated = holds & (y > bound * (1.0 + rtol) + atol)
     return CheckResult(relation.id, x, measured, used, holds, y, bound, slack(bound, y), violated)
@@ -236,21 +262,25 @@ def _evaluate(notion: str, mech: Mechanism, options: dict[str, Any]) -> jax.Arra
 # the registry
 # --------------------------------------------------------------------------------------------
 
-REGISTRY: dict[str, Relation] = {}
+REGISTRY: dict[str, Any] = {}
+"""Every registered relation by id: :class:`Relation` (``kind == "mechanism"``) or
+:class:`StatisticalRelation` (``kind == "statistical"``)."""
 
 
-def register(relation: Relation, *, replace: bool = False) -> Relation:
-    """Add a relation to the registry (``replace=True`` to overwrite an id)."""
+def register(relation, *, replace: bool = False):
+    """Add a :class:`Relation` or :class:`StatisticalRelation` to the registry
+    (``replace=True`` to overwrite an id)."""
     if relation.id in REGISTRY and not replace:
         raise ValueError(f"relation {relation.id} is already registered")
-    for notion in (relation.premise, relation.conclusion, relation.parameter):
-        if notion is not None and notion not in NOTIONS:
-            raise ValueError(f"relation {relation.id} uses unknown notion {notion!r}")
+    if relation.kind == "mechanism":
+        for notion in relation.notions:
+            if notion not in NOTIONS:
+                raise ValueError(f"relation {relation.id} uses unknown notion {notion!r}")
     REGISTRY[relation.id] = relation
     return relation
 
 
-def get(relation_id: str) -> Relation:
+def get(relation_id: str):
     """The registered relation with this id (case-insensitive), or an InputError naming the ids."""
     key = relation_id.strip().upper()
     if key not in REGISTRY:
@@ -298,15 +328,111 @@ register(Relation(
     premise="mbp", conclusion="pac_gamma", condition="0 ≤ ξ ≤ 1; β ≥ β(d_true)",
     parameter="pac_beta", premise_limit=1.0,
     bound=lambda x, beta: (1.0 + 4.0 * x) * beta))
+def _converse_bound(s, eps):
+    """004 Thm 1 and Thm 2, second parts: ``½ − 1/(e^ε + 1)``-(B)SP ⇒ ε-(B)DP, read as the
+    least such ε at (B)SP level ``s``: ``ε = log((1+2s)/(1−2s)) = 2·atanh(2s)``, ``+∞`` for
+    ``s ≥ ½`` (no ε makes the premise that weak)."""
+    below = s < 0.5
+    safe = jnp.where(below, s, 0.0)
+    return jnp.where(below, jnp.log1p(2.0 * safe) - jnp.log1p(-2.0 * safe), jnp.inf)
+
+
 register(Relation(
     id="R7", statement="ε-BDP ⇒ (e^{2ε}−1)-BSP",
-    sources=(Source("004", "Thm 1"),),
-    premise="bdp", conclusion="bsp_belief",
-    condition="— (checked at the witness's belief: BSP there is a lower bound on the BSP level)",
+    sources=(Source("004", "Thm 1, first part"),),
+    premise="bdp", conclusion="bsp", condition="—",
     bound=lambda x, eps: jnp.expm1(2.0 * x)))
+register(Relation(
+    id="R8", statement="(½ − 1/(e^ε+1))-BSP ⇒ ε-BDP",
+    sources=(Source("004", "Thm 1, second part"),),
+    premise="bsp", conclusion="bdp",
+    condition="every game i exists (π(⊥, x_S) > 0 wherever π(x_i, x_S) > 0; implicit in 004's "
+              "proof, true for every full-support prior)",
+    requires="bsp_games", bound=_converse_bound))
 register(Relation(
     id="R9", statement="ε-DP ⇒ (e^{2ε}−1)-SP",
     sources=(Source("004", "Thm 2, first part"), Source("004", "after Kasiviswanathan–Smith")),
-    premise="dp", conclusion="sp_belief",
-    condition="— (checked at the witness's belief: SP there is a lower bound on the SP level)",
+    premise="dp", conclusion="sp", condition="—",
     bound=lambda x, eps: jnp.expm1(2.0 * x)))
+register(Relation(
+    id="R10", statement="(½ − 1/(e^ε+1))-SP ⇒ ε-DP",
+    sources=(Source("004", "Thm 2, second part"),),
+    premise="sp", conclusion="dp", condition="—", bound=_converse_bound))
+register(Relation(
+    id="R11", statement="(ε/6)-SP ⇒ ε-DP for ε ≤ 1.35",
+    sources=(Source("004", "Kasiviswanathan–Smith, as quoted after Thm 2"),),
+    premise="sp", conclusion="dp", condition="ε = 6·SP ≤ 1.35 (SP ≤ 0.225)",
+    premise_limit=1.35 / 6.0, bound=lambda s, eps: 6.0 * s))
+register(Relation(
+    id="R12", statement="ε-BDP ⇒ ε-MP (family 𝔻_*)",
+    sources=(Source("004", "Thm 3"), Source("004", "Corollary 1, Lemma 1")),
+    premise="bdp", conclusion="mp", condition="family 𝔻_* (two-point priors, every K)",
+    bound=lambda x, eps: x))
+register(Relation(
+    id="R13", statement="ε-MP ⇒ ε-BDP (downward-scalable family)",
+    sources=(Source("004", "Thm 4 (§III-B converse)"), Source("004", "after Li et al. Thm 3.6")),
+    premise="mp", conclusion="bdp",
+    condition="downward-scalable family (𝔻_* holds every weight p ∈ (0, 1))",
+    bound=lambda x, eps: x))
+
+
+# --------------------------------------------------------------------------------------------
+# statistical relations (R14, R15): claims about an estimator, audited by jaxpriv.statistical
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class StatisticalRelation:
+    """A published claim about an estimator rather than a mechanism (SPEC §3: R14, R15).
+
+    Attributes:
+      id, statement, sources, condition: as for :class:`Relation`.
+      premise, conclusion: what ``x`` and the conclusion level are, in words.
+      fields: the keys a witness file carries (``{"relation": id, **fields}``).
+      check_fn: ``(**witness fields) -> CheckResult``, exact, float64.
+      rtol: the relative tolerance a violation must exceed.
+    """
+
+    id: str
+    statement: str
+    sources: tuple[Source, ...]
+    premise: str
+    conclusion: str
+    condition: str
+    fields: tuple[str, ...]
+    check_fn: Callable[..., CheckResult]
+    rtol: float = RTOL
+
+    kind = "statistical"
+    parameter = None
+    premise_limit = None
+
+    def check(self, **fields: Any) -> CheckResult:
+        """Check the claim at one setting (the witness fields), exactly; see ``check_fn``."""
+        missing = [f for f in self.fields if fields.get(f) is None]
+        if missing:
+            raise InputError(f"{self.id} needs {', '.join(repr(f) for f in missing)} "
+                             f"(a witness file carries 'relation' and {', '.join(self.fields)})")
+        return self.check_fn(**{f: fields[f] for f in self.fields})
+
+
+def _register_statistical() -> None:
+    from jaxpriv import statistical
+
+    register(StatisticalRelation(
+        id="R14", statement="P(|κ̂₁−κ₁| ≤ ε·κ₁) ≥ 1 − 2exp(−ε²Tκ₁/3) for κ̂₁ = X/T, "
+                            "X ~ Binomial(T, κ₁)",
+        sources=(Source("003", "Lemma C.1"), Source("002", "Lemma A.10")),
+        premise="relative accuracy ε", conclusion="failure probability P(|κ̂₁−κ₁| > εκ₁)",
+        condition="T samples (no range for ε is stated)", fields=("T", "kappa1", "eps"),
+        check_fn=statistical.r14_check, rtol=statistical.R14_RTOL))
+    register(StatisticalRelation(
+        id="R15", statement="|κ̂₁−κ₁| ≤ εκ₁ ⇒ |Ĉ₁−C₁| ≤ sqrt((1+ε)log((1+ε)/(1−ε))/2 + "
+                            "(ε + max(log(1+ε), log(1/(1−ε))))/2)",
+        sources=(Source("003", "Thm D.1"), Source("002", "Thm A.11")),
+        premise="relative accuracy ε", conclusion="worst |Ĉ₁ − C₁| over the estimates",
+        condition="0 < ε < 1", fields=("kappa1", "kappa2", "eps"),
+        check_fn=statistical.r15_check))
+
+
+_register_statistical()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import math
 import platform
 from pathlib import Path
 
@@ -297,3 +298,80 @@ def _finish(fig, top, bottom, xlabel: str, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+# --------------------------------------------------------------------------------------------
+# statistical relations (R14, R15)
+# --------------------------------------------------------------------------------------------
+
+STATISTICAL_COLUMNS = ENVELOPE_COLUMNS + ("log_slack",)
+"""``envelope.csv`` of an R14/R15 run: ``x`` is the ε bin's upper edge (sweep) or the grid
+point (search), ``premise`` the witness's ε, ``parameter`` its ``Tκ₁`` (R14), ``count`` the
+settings behind the row, ``log_slack`` the natural log of the slack (R14's slack underflows)."""
+
+
+def write_statistical(out_dir: Path, result, relation) -> dict:
+    """Write ``summary.json``, ``envelope.csv`` and ``envelope.png`` for a finished R14/R15
+    sweep or search (:mod:`jaxpriv.statistical_audit`)."""
+    config = result.config
+    rows = result.rows
+    with open(out_dir / "envelope.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=STATISTICAL_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    slacks = [r["slack"] for r in rows] + [v["slack"] for v in result.violations]
+    settings = config.count if config.mode == "sweep" else sum(r["count"] for r in rows)
+    summary = {
+        **_about(config, relation),
+        "mode": config.mode,
+        "count": settings,
+        "seconds": result.seconds,
+        "settings_per_second": settings / result.seconds if result.seconds else None,
+        "mechanisms_per_second": settings / result.seconds if result.seconds else None,
+        "worst_slack": min(slacks) if slacks else None,
+        "worst_log_slack": min(r["log_slack"] for r in rows) if rows else None,
+        "violation_count": result.violation_count,
+        "violations": [v["file"] for v in result.violations if v["file"]],
+        "violation_details": result.violations,
+        "envelope_kind": ("lower bound on the worst case (random sweep)" if config.mode == "sweep"
+                          else "lower bound on the worst case (search)"),
+        **result.extra,
+        **_provenance(config),
+    }
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    plot_statistical(out_dir / "envelope.png", rows, config, relation)
+    return summary
+
+
+def plot_statistical(path: Path, rows: list[dict], config, relation) -> None:
+    """Per ε: the worst setting's exact value and the claim (R14: failure probabilities, log
+    scale; R15: worst error of Ĉ₁ and the claimed bound); slack underneath."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6.5), sharex=True,
+                                      gridspec_kw={"height_ratios": [2, 1]})
+    xs = [r["premise"] for r in rows]
+    if relation.id == "R14":
+        log10 = math.log(10)
+        top.plot(xs, [r["log_slack"] / log10 for r in rows], "o", ms=4, color="tab:blue",
+                 label="log10 slack of the worst setting")
+        top.axhline(0.0, color="r", lw=1)
+        top.set_ylabel("log10(claimed / exact failure probability)")
+        bottom.plot(xs, [max(r["slack"], 1e-300) for r in rows], "o", ms=3, color="tab:blue")
+    else:
+        from jaxpriv import statistical
+        grid = np.linspace(1e-3, max(max(xs), 1e-2), 300)
+        with jax.enable_x64(True):
+            top.plot(grid, np.asarray(statistical.r15_bound(jnp.asarray(grid))), "--",
+                     color="k", label="claimed bound (R15)")
+        top.plot(xs, [r["conclusion"] for r in rows], "o", ms=4, color="tab:blue",
+                 label="worst |Ĉ₁ − C₁| found")
+        top.set_ylabel("estimation error of C₁")
+        bottom.plot(xs, [r["slack"] for r in rows], "o", ms=3, color="tab:blue")
+    what = (f"{config.count:,} random settings" if config.mode == "sweep"
+            else f"search over {len(rows)} ε points")
+    top.set_title(f"{relation.id}: {relation.statement}\n{what}", fontsize=8)
+    _finish(fig, top, bottom, "ε (relative accuracy of κ̂₁)", path)

@@ -23,6 +23,8 @@ Examples:
 
 from __future__ import annotations
 
+import functools
+import math
 from typing import NamedTuple
 
 import jax
@@ -35,11 +37,23 @@ from jaxpriv.errors import InputError
 BOUNDARY_RTOL = 1e-12
 
 
+MAX_T = 1_000_000
+"""Largest sample count the exact R14 computations accept (the pmf vector has ``T + 1`` terms)."""
+R14_RTOL = 1e-6
+"""Relative tolerance of an R14 violation. ``log C(T, j)`` from three ``gammaln`` values of size
+up to ``T log T`` carries an absolute error of a few ulps of that size: ~1e−9 at ``T = 10^6``."""
+
+
 def _checked(T, kappa, eps):
-    T = np.asarray(T)
-    kappa, eps = np.asarray(kappa, np.float64), np.asarray(eps, np.float64)
-    if (T < 1).any() or (np.asarray(T) != np.round(T)).any():
+    try:
+        T = np.asarray(T, np.float64)
+        kappa, eps = np.asarray(kappa, np.float64), np.asarray(eps, np.float64)
+    except (TypeError, ValueError):
+        raise InputError("T, κ₁ and ε must be numbers") from None
+    if not np.isfinite(T).all() or (T < 1).any() or (T != np.round(T)).any():
         raise InputError("T must be a positive integer number of samples")
+    if (T > MAX_T).any():
+        raise InputError(f"T must be at most {MAX_T:,} for the exact tail sums")
     if not ((kappa > 0) & (kappa < 1)).all():
         raise InputError("κ₁ must lie strictly between 0 and 1")
     if not ((eps > 0) & np.isfinite(eps)).all():
@@ -52,14 +66,23 @@ def log_failure_probability(T: int, kappa, eps) -> np.ndarray:
     ``−∞`` when no outcome fails. ``kappa`` and ``eps`` broadcast; ``T`` is one integer."""
     T, kappa, eps = _checked(T, kappa, eps)
     T = int(T)
+    # outcomes padded to a power of two: one compiled program serves every T up to that size
+    size = 1 << max(int(T).bit_length(), 4)
     with jax.enable_x64(True):
-        j = jnp.arange(T + 1, dtype=jnp.float64)
-        k = jnp.asarray(kappa)[..., None]
-        e = jnp.asarray(eps)[..., None]
-        log_pmf = (gammaln(T + 1.0) - gammaln(j + 1.0) - gammaln(T - j + 1.0)
-                   + j * jnp.log(k) + (T - j) * jnp.log1p(-k))
-        fails = jnp.abs(j - T * k) > e * T * k * (1 + BOUNDARY_RTOL)
-        return np.asarray(logsumexp(jnp.where(fails, log_pmf, -jnp.inf), axis=-1))
+        return np.asarray(_log_failure_padded(size, jnp.float64(T), jnp.asarray(kappa),
+                                              jnp.asarray(eps)))
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _log_failure_padded(size: int, T, kappa, eps):
+    j = jnp.arange(size, dtype=jnp.float64)
+    k = kappa[..., None]
+    e = eps[..., None]
+    inside = j <= T
+    log_pmf = (gammaln(T + 1.0) - gammaln(j + 1.0) - gammaln(jnp.where(inside, T - j, 0.0) + 1.0)
+               + j * jnp.log(k) + (T - j) * jnp.log1p(-k))
+    fails = inside & (jnp.abs(j - T * k) > e * T * k * (1 + BOUNDARY_RTOL))
+    return logsumexp(jnp.where(fails, log_pmf, -jnp.inf), axis=-1)
 
 
 def failure_probability(T: int, kappa, eps) -> np.ndarray:
@@ -129,9 +152,16 @@ def _half_js_terms(a, b):
     return 0.5 * (xlogy(a, 2 * a / safe) + xlogy(b, 2 * b / safe))
 
 
+def _sqrt(v):
+    """``sqrt(max(v, 0))`` with a zero (not infinite) gradient at 0 (double where): ``Ĉ₁ = 0``
+    wherever the estimate can match ``κ₂``, and the R15 search differentiates through it."""
+    positive = v > 0
+    return jnp.where(positive, jnp.sqrt(jnp.where(positive, v, 1.0)), 0.0)
+
+
 def c1(kappa1, kappa2) -> jax.Array:
     """``C₁ = sqrt(½Σ κ₁ log(κ₁/m) + ½Σ κ₂ log(κ₂/m))``, ``m = (κ₁+κ₂)/2`` (003 App. D.3)."""
-    return jnp.sqrt(jnp.sum(_half_js_terms(kappa1, kappa2), axis=-1))
+    return _sqrt(jnp.sum(_half_js_terms(kappa1, kappa2), axis=-1))
 
 
 def r15_extremes(kappa1, kappa2, eps) -> tuple[jax.Array, jax.Array]:
@@ -144,7 +174,7 @@ def r15_extremes(kappa1, kappa2, eps) -> tuple[jax.Array, jax.Array]:
     low, high = (1 - eps) * kappa1, (1 + eps) * kappa1
     least = jnp.sum(_half_js_terms(jnp.clip(kappa2, low, high), kappa2), axis=-1)
     most = jnp.sum(jnp.maximum(_half_js_terms(low, kappa2), _half_js_terms(high, kappa2)), axis=-1)
-    return jnp.sqrt(least), jnp.sqrt(most)
+    return _sqrt(least), _sqrt(most)
 
 
 def r15_bound(eps):
@@ -183,11 +213,9 @@ def r15_audit(key, n: int, epss, count: int) -> R15Audit:
         kappa2 = jax.random.dirichlet(k_2, jnp.broadcast_to(conc, (count, n)))
         kappa1 = jnp.maximum(kappa1, 1e-300)
         kappa1 = kappa1 / jnp.sum(kappa1, -1, keepdims=True)
-        base = c1(kappa1, kappa2)
         worst, w1, w2 = [], [], []
         for eps in epss:
-            least, most = r15_extremes(kappa1, kappa2, eps)
-            error = jnp.maximum(most - base, base - least)
+            error = r15_worst_error(kappa1, kappa2, eps)
             i = int(jnp.argmax(error))
             worst.append(float(error[i]))
             w1.append(np.asarray(kappa1[i]))
@@ -195,3 +223,76 @@ def r15_audit(key, n: int, epss, count: int) -> R15Audit:
         bound = np.asarray(r15_bound(epss))
     worst = np.asarray(worst)
     return R15Audit(epss, worst, bound, bound / worst, np.stack(w1), np.stack(w2))
+
+
+# --------------------------------------------------------------------------------------------
+# registry checks (one setting, exact, float64): relations.StatisticalRelation.check_fn
+# --------------------------------------------------------------------------------------------
+
+
+def r14_check(T, kappa1, eps):
+    """R14 at one setting, exactly: the premise is ε, the parameter ``Tκ₁`` (the expected
+    count), the conclusion the exact failure probability ``P(|κ̂₁ − κ₁| > εκ₁)`` and the bound
+    the claimed ``2·exp(−ε²Tκ₁/3)``; compared in log space, violated when the claim is below
+    the exact value by more than :data:`R14_RTOL`. Returns a ``relations.CheckResult``."""
+    from jaxpriv.relations import CheckResult
+
+    T, kappa, eps = _checked(T, kappa1, eps)
+    if T.ndim or kappa.ndim or eps.ndim:
+        raise InputError("an R14 witness is one setting: T, kappa1 and eps must be numbers")
+    log_failure = float(log_failure_probability(int(T), kappa, eps))
+    log_claimed = math.log(2.0) - float(eps) ** 2 * float(T) * float(kappa) / 3.0
+    log_slack = log_claimed - log_failure
+    with np.errstate(over="ignore", under="ignore"):
+        values = [np.float64(v) for v in (eps, T * kappa, T * kappa, True, np.exp(log_failure),
+                                          np.exp(log_claimed), np.exp(log_slack),
+                                          log_slack < math.log1p(-R14_RTOL))]
+    return CheckResult("R14", *(np.asarray(v) for v in values[:3]), np.asarray(True),
+                       *(np.asarray(v) for v in values[4:7]), np.asarray(bool(values[7])))
+
+
+def r15_check(kappa1, kappa2, eps):
+    """R15 at one pair ``(κ₁, κ₂)``, exactly: the conclusion is the worst ``|Ĉ₁ − C₁|`` over
+    every estimate with ``|κ̂₁ − κ₁| ≤ εκ₁`` (:func:`r15_extremes`), the bound 003 Thm D.1's.
+    The claim is made for ``0 < ε < 1`` (the bound needs ``log(1−ε)``); elsewhere the
+    condition fails. Returns a ``relations.CheckResult``."""
+    from jaxpriv import relations
+
+    k1, k2 = _checked_distribution(kappa1, "kappa1"), _checked_distribution(kappa2, "kappa2")
+    if k1.shape != k2.shape:
+        raise InputError(f"kappa1 and kappa2 must have the same length, got {k1.size} and "
+                         f"{k2.size}")
+    eps = float(np.asarray(eps, np.float64))
+    if not math.isfinite(eps) or eps <= 0:
+        raise InputError(f"eps must be positive and finite, got {eps}")
+    holds = eps < 1
+    with jax.enable_x64(True):
+        error = float(r15_worst_error(jnp.asarray(k1), jnp.asarray(k2), eps))
+        bound = float(r15_bound(jnp.float64(eps))) if holds else math.inf
+        slack = float(relations.slack(bound, error))
+    violated = holds and error > bound * (1 + relations.RTOL) + relations.ATOL
+    return relations.CheckResult("R15", *(np.asarray(v, np.float64) for v in (eps, 0.0, 0.0)),
+                                 np.asarray(holds), *(np.asarray(v, np.float64)
+                                                      for v in (error, bound, slack)),
+                                 np.asarray(violated))
+
+
+def r15_worst_error(kappa1, kappa2, eps) -> jax.Array:
+    """``max |Ĉ₁ − C₁|`` over every ``κ̂₁`` with ``|κ̂₁ − κ₁| ≤ εκ₁``, exactly."""
+    least, most = r15_extremes(kappa1, kappa2, eps)
+    base = c1(kappa1, kappa2)
+    return jnp.maximum(most - base, base - least)
+
+
+def _checked_distribution(value, name: str) -> np.ndarray:
+    try:
+        a = np.asarray(value, np.float64)
+    except (TypeError, ValueError):
+        raise InputError(f"'{name}' must be an array of numbers") from None
+    if a.ndim != 1 or a.size < 2:
+        raise InputError(f"'{name}' must be a distribution over at least 2 secrets")
+    if not np.isfinite(a).all() or (a < 0).any():
+        raise InputError(f"'{name}' must be finite and non-negative")
+    if abs(a.sum() - 1.0) > 1e-5:
+        raise InputError(f"'{name}' must sum to 1, got {a.sum():.8g}")
+    return a / a.sum()

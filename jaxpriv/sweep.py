@@ -55,7 +55,8 @@ class SweepConfig:
       param_max, param_bins: condition-parameter bins, for relations with a free parameter.
       candidates: lowest-slack mechanisms per chunk sent to float64 verification.
       candidate_slack: a float32 slack below this makes a mechanism a candidate.
-      max_witnesses: verified violations saved as files (all are counted).
+      max_witnesses: verified violations saved as files: each is re-checked eagerly, saved,
+        re-read and re-checked; later ones are counted on the compiled float64 recomputation.
       k, r: database layout (``n = k^r``) for relations between database-level notions; 0 if
         the secrets are not databases.
     """
@@ -112,9 +113,16 @@ SETUPS: dict[str, RelationSetup] = {
     "R6": RelationSetup(lambda n, m: samplers.SamplerSpec(n, m, values=True),
                         {"mu": 0.0, "alpha": 1.0, "d_true": 0}, x_max=1.0,
                         param_max=1.0, param_bins=4),
-    # beliefs far from the prior: SP and BSP are sups over every belief
-    "R7": RelationSetup(lambda n, m: samplers.SamplerSpec(n, m, belief_eps_max=3.0), {}),
-    "R9": RelationSetup(lambda n, m: samplers.SamplerSpec(n, m, belief_eps_max=3.0), {}),
+    # SP and BSP are exact sups over beliefs: no belief to draw. The converse relations' premise
+    # (B)SP lives in [0, 1] and their bound is infinite from ½ on; R11 is claimed up to 0.225.
+    "R8": RelationSetup(lambda n, m: samplers.SamplerSpec(n, m), {}, x_max=0.5),
+    "R10": RelationSetup(lambda n, m: samplers.SamplerSpec(n, m, prior="uniform"), {},
+                         x_max=0.5),
+    "R11": RelationSetup(lambda n, m: samplers.SamplerSpec(n, m, prior="uniform"), {},
+                         x_max=0.225),
+    # BDP only constrains databases the prior allows, MP over 𝔻_* sees them all: priors with
+    # zeros are where R12 can fail
+    "R12": RelationSetup(lambda n, m: samplers.SamplerSpec(n, m, prior_zero_fraction=0.3), {}),
 }
 
 
@@ -134,8 +142,7 @@ def setup_for(relation_id: str) -> RelationSetup:
 
 def needs_records(relation: relations.Relation) -> bool:
     """Whether the relation's notions are defined on databases (a records layout is needed)."""
-    used = {relation.premise, relation.conclusion, relation.parameter}
-    return bool(used & relations.DATABASE_NOTIONS)
+    return bool(relation.notions & relations.DATABASE_NOTIONS)
 
 
 def sampler_spec(config: SweepConfig) -> samplers.SamplerSpec:
@@ -257,7 +264,7 @@ FUSED_NOTIONS = frozenset(fused.RecordLevels._fields)
 def uses_fused_kernel(relation: relations.Relation, options: dict[str, Any]) -> bool:
     """Whether :func:`jaxpriv.fused.record_levels` computes every level the relation needs
     (ABP only under the record law)."""
-    needed = {relation.premise, relation.conclusion, relation.parameter} - {None}
+    needed = relation.notions
     record_law = options.get("q") is None and (options.get("law") or "record") == "record"
     return needed <= FUSED_NOTIONS and ("abp" not in needed or record_law)
 
@@ -454,6 +461,12 @@ def run(config: SweepConfig, out: str | os.PathLike | None = None, resume: bool 
         began = time.perf_counter()
         state, candidates = step(state, jnp.int32(chunk_index))
         for k in violated_in_float64(config, screen, candidates):
+            if len(violations) >= config.max_witnesses:
+                # past the files' cap the compiled float64 recomputation is the verification
+                # (an eager check, save and re-read per violation made violation-dense sweeps
+                # crawl: R12 at 22k mechanisms/s)
+                violation_count += 1
+                continue
             index = int(candidates.index[k])
             mech = record_mechanism(config, candidates, k)
             target = (out_dir or Path(tempfile.gettempdir())) / "witnesses" / \
@@ -463,13 +476,12 @@ def run(config: SweepConfig, out: str | os.PathLike | None = None, resume: bool 
             if found is None:
                 continue
             violation_count += 1
-            if out_dir is None or len(violations) >= config.max_witnesses:
+            if out_dir is None:
                 Path(found["file"]).unlink()
                 found["file"] = None
             else:
                 found["file"] = str(Path(found["file"]).relative_to(out_dir))
-            if len(violations) < config.max_witnesses:
-                violations.append(found)
+            violations.append(found)
         jax.block_until_ready(state)
         if out_dir is not None:
             save_checkpoint(out_dir, config, state, chunk_index + 1,
