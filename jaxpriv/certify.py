@@ -43,7 +43,7 @@ class Certificate(NamedTuple):
     source: str
 
 
-CERTIFIED = ("R1", "R2", "R3", "R4", "R6")
+CERTIFIED = ("R1", "R2", "R3", "R4", "R6", "R7", "R8", "R9", "R10", "R11", "R12", "R13")
 """Relations with a closed-form envelope; for the others the search is a lower bound only."""
 
 
@@ -59,7 +59,32 @@ def _mbp_to_ldp(x, eps, n):
     return x + jnp.log(jnp.minimum(jnp.exp(x), 1.0 - (n - 1) * jnp.exp(eps) * jnp.expm1(-x)))
 
 
-def envelope(relation_id: str, x, eps=0.0, *, n: int) -> Certificate | None:
+def _database_sup(rid: str, x, r: int):
+    """R7–R13 (paper 004; proofs in docs/certified.md): the supremum of the conclusion over
+    every mechanism on ``k^r`` databases (any ``k ≥ 2``, ``m ≥ 2``) and every prior the
+    relation allows.
+
+    * R7, R9: ``(B)SP = tanh(Λ/4)`` with ``Λ ≤ 2·(B)DP`` (each ratio ``r(u)`` lies within
+      ``e^{±(B)DP}``), attained for ``r ≥ 2``; for ``r = 1`` the reset database is a
+      neighbour of every other, ``Λ ≤ (B)DP``: ``tanh(x/4)``.
+    * R8, R10, R11: ``(B)DP ≤ Λ = 4·atanh((B)SP)`` (a neighbour ratio is a quotient of two
+      ``r(u)``), attained by randomized response on one record.
+    * R12: ``+∞`` — a prior with zeros can make BDP 0 while MP over 𝔻_* sees every database
+      (``examples/r12_counterexample.json``); with full-support priors it would be ``x``.
+    * R13: ``x`` — MP over 𝔻_* is ``max(DP, BDP over proper known sets) ≥ BDP``; equality for
+      independent records.
+    """
+    if rid in ("R7", "R9"):
+        return jnp.tanh(x / (2.0 if r >= 2 else 4.0))
+    if rid in ("R8", "R10", "R11"):
+        return jnp.where(x < 1.0, 4.0 * jnp.arctanh(jnp.minimum(x, 1.0 - 1e-16)), jnp.inf)
+    if rid == "R12":
+        return jnp.full_like(x, jnp.inf)
+    return x  # R13
+
+
+def envelope(relation_id: str, x, eps=0.0, *, n: int, r: int | None = None
+             ) -> Certificate | None:
     """The certified envelope of a relation at premise level(s) ``x``, or ``None`` if unknown.
 
     Args:
@@ -67,6 +92,8 @@ def envelope(relation_id: str, x, eps=0.0, *, n: int) -> Certificate | None:
       x: premise level(s), nats, ``x ≥ 0``.
       eps: condition parameter (``ε_unif`` for R3/R4; ignored by R1, R2 — uniform prior — and R6).
       n: number of secrets (``≥ 2``); every form holds for any ``m ≥ 2``.
+      r: records per database, for R7–R13 (their secrets are ``k^r`` databases); ``None``
+        for the others (then R7–R13 have no certificate).
 
     Returns:
       a :class:`Certificate` of float64 arrays shaped like ``x``.
@@ -74,7 +101,17 @@ def envelope(relation_id: str, x, eps=0.0, *, n: int) -> Certificate | None:
     rid = relations.get(relation_id).id
     if rid not in CERTIFIED:
         return None
+    database = rid in ("R7", "R8", "R9", "R10", "R11", "R12", "R13")
+    if database and not r:
+        return None
     with jax.enable_x64(True):
+        if database:
+            x = jnp.asarray(x, jnp.float64)
+            sup = _database_sup(rid, x, r)
+            slack = relations.slack(relations.get(rid).bound(x, jnp.zeros_like(x)), sup)
+            slack = jnp.where(jnp.isinf(sup), 0.0, slack)
+            return Certificate(np.asarray(sup), np.asarray(slack),
+                               f"docs/certified.md#{rid.lower()}")
         x = jnp.asarray(x, jnp.float64)
         eps = jnp.zeros_like(x) if rid in ("R1", "R2") else jnp.broadcast_to(
             jnp.asarray(eps, jnp.float64), x.shape)

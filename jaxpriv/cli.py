@@ -99,6 +99,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=3000, help="optimizer steps (at most)")
     p.add_argument("--lr", type=float, default=0.02, help="peak Adam step size")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--k", type=int, default=2, help="values per record (R7-R13; default 2)")
+    p.add_argument("--r", type=int, default=None,
+                   help="records per database (R7-R13; n = k^r); default: from --n")
     p.add_argument("--t-max", type=int, default=10_000,
                    help="R14: largest sample count T searched (default 10000)")
     p.add_argument("--sweep", default=None, help="a sweep run directory to plot beside")
@@ -331,6 +334,7 @@ def _search(args) -> int:
     from pathlib import Path
 
     from jaxpriv import relations, search, statistical_audit
+    from jaxpriv.mechanisms import Records
 
     _use_cpu_cores(args.cpu_devices)
     grid = search.parse_grid(args.grid)
@@ -350,23 +354,29 @@ def _search(args) -> int:
                 restarts=args.restarts, steps=args.steps, learning_rate=args.lr))
             continue
         try:
-            setup = search.setup_for(relation)
+            layout = _records_layout(args) if relation.notions & relations.DATABASE_NOTIONS \
+                else {}
+            setup = search.setup_for(relation, Records(**layout) if layout else None)
+            points = grid
+            if len(ids) > 1:
+                limit = relation.premise_limit
+                if relation.premise in ("sp", "bsp"):
+                    limit = min(limit or 0.45, 0.45)  # a probability; the bound is ∞ from ½
+                if limit is not None:
+                    points = tuple(x for x in grid if x <= limit) or tuple(
+                        np.linspace(limit / 10, limit, 10))
+            param = args.param if args.param is not None else (0.5 if setup.gridded_parameter
+                                                               else 0.0)
+            if not setup.gridded_parameter and len(ids) > 1:
+                param = 0.0
+            configs.append(search.make_config(rid, args.n, args.m, points, param=param,
+                                              law=args.law, restarts=args.restarts,
+                                              steps=args.steps, learning_rate=args.lr,
+                                              seed=args.seed, **layout))
         except InputError as error:
             if len(ids) == 1:
                 raise
             print(f"{rid}: skipped ({error})", file=sys.stderr)
-            continue
-        points = grid
-        if relation.premise_limit is not None and len(ids) > 1:
-            points = tuple(x for x in grid if x <= relation.premise_limit) or (
-                relation.premise_limit,)
-        param = args.param if args.param is not None else (0.5 if setup.gridded_parameter
-                                                           else 0.0)
-        if not setup.gridded_parameter and len(ids) > 1:
-            param = 0.0
-        configs.append(search.make_config(rid, args.n, args.m, points, param=param, law=args.law,
-                                          restarts=args.restarts, steps=args.steps,
-                                          learning_rate=args.lr, seed=args.seed))
     code = 0
     for config, run_dir, resume in _runs(args, configs):
         if isinstance(config, statistical_audit.StatConfig):

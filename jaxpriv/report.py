@@ -252,7 +252,8 @@ def plot_search(path: Path, rows: list[dict], config, relation: relations.Relati
                                                                           else config.param)))
     param = f", {relation.parameter} ≤ {config.param:g}" if config.param else ""
     top.plot(grid, claim, "--", color="k", label=f"claimed bound ({relation.id}{param})")
-    cert = certify.envelope(config.relation, grid, config.param, n=config.n)
+    cert = certify.envelope(config.relation, grid, config.param, n=config.n,
+                           r=getattr(config, "r", None))
     if cert is not None:
         certified = claim / cert.min_slack
         top.plot(grid, certified, "-", color="tab:green", lw=1.2,

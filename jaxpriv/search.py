@@ -57,15 +57,17 @@ import optax
 from jax.scipy.special import logsumexp
 from jax.sharding import Mesh, PartitionSpec
 
-from jaxpriv import certify, io, notions, relations
+from jaxpriv import certify, databases, io, notions, relations
 from jaxpriv.errors import InputError
-from jaxpriv.mechanisms import Mechanism
+from jaxpriv.mechanisms import Mechanism, Records
 
 STATE_FILE = "search_state.npz"
 MAX_WITNESSES = 100
 """Violating candidates verified and saved per search (more are not re-verified)."""
 PREMISES = ("ldp", "mbp")
 CONCLUSIONS = ("mbp", "ldp", "abp", "pac_gamma")
+DATABASE_PREMISES = ("dp", "bdp", "mp", "sp", "bsp")
+DATABASE_CONCLUSIONS = ("dp", "bdp", "mp", "sp", "bsp")
 PAC_OPTIONS = {"mu": 0.0, "alpha": 1.0, "d_true": 0}
 FAIL_VALUE = 2.0
 """Output value of a failing output (``|v − μ| > α`` with ``μ = 0, α = 1``); passing ones get 0."""
@@ -92,9 +94,27 @@ class SearchSetup:
     belief: str
     gates: bool
     gridded_parameter: bool
+    records: Records | None = None
 
 
-def setup_for(relation: relations.Relation) -> SearchSetup:
+def setup_for(relation: relations.Relation, records: Records | None = None) -> SearchSetup:
+    """How ``relation`` is searched; ``records``: the database layout, for relations between
+    database-level notions (R7–R13)."""
+    if relation.kind != "mechanism":
+        raise InputError(f"{relation.id} is a statistical relation: jaxpriv.statistical_audit "
+                         "searches it")
+    if relation.notions & relations.DATABASE_NOTIONS:
+        if records is None:
+            raise InputError(f"{relation.id} relates database-level notions: give the layout "
+                             "with --k (values per record) and --r (records)")
+        if relation.premise not in DATABASE_PREMISES or \
+                relation.conclusion not in DATABASE_CONCLUSIONS:
+            raise InputError(f"{relation.id}: the search handles database premises "
+                             f"{', '.join(DATABASE_PREMISES)} and conclusions "
+                             f"{', '.join(DATABASE_CONCLUSIONS)}")
+        # DP and SP do not depend on the prior; BDP, BSP and MP are searched over every prior
+        prior_free = bool(relation.notions & {"bdp", "bsp", "mp"})
+        return SearchSetup("free" if prior_free else "uniform", "prior", False, False, records)
     if relation.premise not in PREMISES:
         raise InputError(f"{relation.id}: the search handles premises {', '.join(PREMISES)}, "
                          f"not {relation.premise!r}")
@@ -155,11 +175,21 @@ class SearchConfig:
     top: int = 8
     explore: float = 0.5
     seed: int = 0
+    k: int = 0
+    r: int = 0
+
+    @property
+    def records(self) -> Records | None:
+        return Records(self.k, self.r) if self.r else None
+
+    @property
+    def setup(self) -> SearchSetup:
+        return setup_for(relations.get(self.relation), self.records)
 
     @property
     def options(self) -> dict[str, Any]:
         relation = relations.get(self.relation)
-        options = dict(PAC_OPTIONS) if setup_for(relation).gates else {}
+        options = dict(PAC_OPTIONS) if self.setup.gates else {}
         if relation.conclusion == "abp":
             options["law"] = self.law
         return options
@@ -183,7 +213,20 @@ def parse_grid(text: str) -> tuple[float, ...]:
 def make_config(relation: str, n: int, m: int, grid, **overrides) -> SearchConfig:
     """A validated :class:`SearchConfig` (``grid``: a sequence or a :func:`parse_grid` string)."""
     rel = relations.get(relation)
-    setup = setup_for(rel)
+    k, r = int(overrides.pop("k", 0) or 0), int(overrides.pop("r", 0) or 0)
+    records = None
+    if rel.kind == "mechanism" and rel.notions & relations.DATABASE_NOTIONS:
+        if k < 2 or r < 1:
+            raise InputError(f"{rel.id} relates database-level notions: give the layout with "
+                             "--k (values per record, >= 2) and --r (records, >= 1)")
+        records = Records(k, r)
+        n = k**r
+        if 2 ** (r - 1) * n * n * m > 1 << 20:
+            raise InputError(f"k^r = {n} databases is too many for the search (the retraction "
+                             "compares every pair of databases)")
+    else:
+        k = r = 0
+    setup = setup_for(rel, records)
     grid = parse_grid(grid) if isinstance(grid, str) else tuple(float(v) for v in grid)
     grid = tuple(sorted(set(grid)))  # neighbours in the grid share starting points
     for name, value, low in (("n", n, 2), ("m", m, 2)):
@@ -193,6 +236,10 @@ def make_config(relation: str, n: int, m: int, grid, **overrides) -> SearchConfi
         raise InputError(f"n*m = {n * m} is above the search limit of 1024 entries")
     if not grid or not all(math.isfinite(x) and x > 0 for x in grid):
         raise InputError(f"--grid points must be finite and > 0, got {list(grid)}")
+    if rel.premise in ("sp", "bsp") and max(grid) >= 0.5:
+        raise InputError(f"{rel.id}'s premise {rel.premise} is a probability level and the "
+                         f"converse bound is infinite from ½: keep the grid below 0.5 (it "
+                         f"reaches {max(grid)})")
     if rel.premise_limit is not None and max(grid) > rel.premise_limit:
         raise InputError(f"{rel.id} is claimed only for {rel.premise} ≤ {rel.premise_limit}; "
                          f"the grid reaches {max(grid)}")
@@ -217,7 +264,7 @@ def make_config(relation: str, n: int, m: int, grid, **overrides) -> SearchConfi
     restarts = -(-restarts // devices) * devices
     top = min(int(overrides.pop("top", SearchConfig.top)), restarts)
     return SearchConfig(relation=rel.id, n=int(n), m=int(m), grid=grid, restarts=restarts,
-                        top=top, **overrides)
+                        top=top, k=k, r=r, **overrides)
 
 
 # --------------------------------------------------------------------------------------------
@@ -278,6 +325,71 @@ def premise_keep(premise: str, K, prior, x, temperature=None):
     return jnp.minimum(_soft_min(keep, temperature), 0.0)
 
 
+def database_keep(premise: str, mech: Mechanism, x):
+    """``log(1 − t)`` for the least ``t`` (a feasible one for SP and BSP, see below) such that
+    ``(1−t)K + t/m`` has the database-level ``premise ≤ x``; 0 where ``K`` already has.
+
+    DP, BDP and MP compare ratios of rows of ``K`` or of prior-weighted conditionals
+    ``P[y | x_i, x_S]``, which mixing moves towards 1 like K's own entries (the weights sum to
+    1), so the least ``t`` is :func:`_log_keep`'s closed form on the max and min along each
+    record's axis (MP over 𝔻_* is ``max(DP, BDP)``). SP and BSP (sups over beliefs,
+    ``tanh(Λ/4)``) bound every product ratio ``a_u c_v / (c_u a_v) ≤ E = e^{4·atanh(x)}``;
+    with ``s = t/((1−t)m)`` each pair needs the quadratic ``(a_u+s)(c_v+s) − E(c_u+s)(a_v+s) ≤ 0``
+    (leading coefficient ``1 − E < 0``), which holds beyond its larger root. Taking the
+    largest root over all pairs (0 when every pair holds at ``s = 0``) gives a feasible ``t``
+    that is the identity on feasible mechanisms (not always the least: a pair's infeasible
+    set is an interval that may start above 0).
+    """
+    records = mech.records
+    dtype = mech.log_K.dtype
+    m = mech.m
+    if premise in ("sp", "bsp"):
+        E = jnp.exp(4.0 * jnp.arctanh(jnp.minimum(x, 1.0 - 1e-7)))
+        s = jnp.zeros((), dtype)
+        for log_a, log_c in _database_games(premise, mech):
+            a, c = jnp.exp(log_a), jnp.exp(log_c)  # (N, m): candidates × outputs
+            a_u, c_u = a[:, None, :], c[:, None, :]
+            a_v, c_v = a[None, :, :], c[None, :, :]
+            A = 1.0 - E
+            B = a_u + c_v - E * (c_u + a_v)
+            C = a_u * c_v - E * c_u * a_v
+            disc = B * B - 4 * A * C
+            over = C > 0  # infeasible at s = 0, so disc > 0
+            root = (-B - jnp.sqrt(jnp.where(over, disc, 1.0))) / (2 * A)
+            s = jnp.maximum(s, jnp.max(jnp.where(over, root, 0.0)))
+        any_over = s > 0
+        return jnp.where(any_over, -jnp.log1p(jnp.where(any_over, s, 0.0) * m), 0.0)
+    E = jnp.exp(x)
+    floor = jnp.expm1(x) / m
+    keep = jnp.zeros((), dtype)
+    if premise == "dp":
+        tensors = [(i, databases._as_tensor(jnp.exp(mech.log_K), records, 1))
+                   for i in range(records.r)]
+    else:
+        tensors = [(i, jnp.exp(log_p)) for i, _, log_p, _ in
+                   databases._known_set_conditionals(mech, records)]
+        if premise == "mp":
+            tensors += [(i, databases._as_tensor(jnp.exp(mech.log_K), records, 1))
+                        for i in range(records.r)]
+    for i, P in tensors:
+        keep = jnp.minimum(keep, jnp.min(_log_keep(jnp.max(P, axis=i), jnp.min(P, axis=i),
+                                                   E, floor)))
+    return keep
+
+
+def _database_games(premise: str, mech: Mechanism):
+    """``(log a, log c)`` per game, shaped ``(candidates, m)``: SP compares ``K[x, y]`` with
+    ``K[x_{−i}, y]`` over databases ``x``; BSP ``P[y|x_i,x_S]`` with ``P[y|⊥,x_S]`` over partial
+    databases (full-support priors: every game exists)."""
+    records = mech.records
+    if premise == "sp":
+        for i in range(records.r):
+            yield mech.log_K, mech.log_K[databases.without(records, i), :]
+        return
+    for _, log_a, log_c, _ in databases._reset_games(mech, records):
+        yield log_a.reshape(-1, mech.m), log_c.reshape(-1, mech.m)
+
+
 def belief_keep(belief, prior, eps):
     """``log(1 − t)`` for the least ``t`` such that ``(1−t)b + tπ`` has ``ε_bel ≤ ε``."""
     E = jnp.exp(eps)
@@ -311,9 +423,14 @@ def build(params: Params, x, eps, relation: relations.Relation, setup: SearchSet
     else:
         log_belief = log_prior
     log_K0 = jax.nn.log_softmax(scale * params.logits, axis=-1)
-    keep = premise_keep(relation.premise, jnp.exp(log_K0), jnp.exp(log_prior), x, temperature)
+    if setup.records is not None:
+        keep = database_keep(relation.premise, Mechanism(log_K0, log_prior, log_belief, None,
+                                                         setup.records), x)
+    else:
+        keep = premise_keep(relation.premise, jnp.exp(log_K0), jnp.exp(log_prior), x,
+                            temperature)
     log_K = _mix(log_K0, jnp.full_like(log_K0, -jnp.log(m)), keep)
-    return Mechanism(log_K, log_prior, log_belief, None)
+    return Mechanism(log_K, log_prior, log_belief, None, setup.records)
 
 
 # --------------------------------------------------------------------------------------------
@@ -345,6 +462,11 @@ def log_conclusion(mech: Mechanism, gates, relation: relations.Relation, law: st
     """
     log_K = mech.log_K
     kind = relation.conclusion
+    if kind in DATABASE_CONCLUSIONS:
+        # the database levels' maxima are hard: their float64 value picks the best iterate
+        # anyway, and Adam's steps follow the active pair
+        level = relations.NOTIONS[kind][1](mech, {})
+        return _safe_log(level), None
     if kind == "mbp":
         log_p = notions.log_marginal_kernel(log_K, mech.log_prior)
         return _safe_log(_soft_max(jnp.abs(log_K - log_p[None, :]), temperature)), None
@@ -413,7 +535,7 @@ def make_segment(config: SearchConfig, optimizer: optax.GradientTransformation):
     """The jitted ``state -> state`` that runs ``config.segment`` optimizer steps on every restart
     of every grid point (restarts sharded over the local devices)."""
     relation = relations.get(config.relation)
-    setup = setup_for(relation)
+    setup = config.setup
     grid = jnp.asarray(config.grid, jnp.float32)
     eps = jnp.float32(config.param)
     t0, t1 = config.temperature
@@ -476,7 +598,7 @@ def _explore(config: SearchConfig, state: SearchState) -> SearchState:
     if moving == 0:
         return state
     relation = relations.get(config.relation)
-    setup = setup_for(relation)
+    setup = config.setup
     grid = jnp.asarray(config.grid, jnp.float32)
     eps = jnp.float32(config.param)
     order = jnp.argsort(-state.best_score, axis=1)  # best first, per grid point
@@ -544,7 +666,7 @@ def candidate_mechanisms(config: SearchConfig, params: Params) -> Mechanism:
     batch ``(G, T, V, n, m)``. ``V = 1``, except for R6: one per binary gate set tried (the
     gates rounded, then each single failing output)."""
     relation = relations.get(config.relation)
-    setup = setup_for(relation)
+    setup = config.setup
     with jax.enable_x64(True):
         p64 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), params)
         grid = jnp.asarray(config.grid, jnp.float64)
@@ -563,7 +685,7 @@ def candidate_mechanisms(config: SearchConfig, params: Params) -> Mechanism:
             return jnp.broadcast_to(a[:, :, None], a.shape[:2] + (V,) + a.shape[2:])
 
         return Mechanism(widen(mech.log_K), widen(mech.log_prior), widen(mech.log_belief),
-                         values)
+                         values, mech.records)
 
 
 class SearchResult(NamedTuple):
@@ -578,7 +700,7 @@ class SearchResult(NamedTuple):
 def float64_scores(config: SearchConfig, params: Params) -> np.ndarray:
     """The hard objective of every ``(grid point, restart)`` in float64, shape ``(G, R)``."""
     relation = relations.get(config.relation)
-    setup = setup_for(relation)
+    setup = config.setup
 
     def score(p, x):
         value = objective(p, x, jnp.float64(config.param), relation, setup, config.law, None)
@@ -614,7 +736,7 @@ def evaluate_grid(config: SearchConfig, state: SearchState, out_dir: Path | None
     condition, and verify every violation. (Ranking by the float32 scores let a
     float32-flattered restart, copied by the population step, crowd out the real optimum.)"""
     relation = relations.get(config.relation)
-    setup = setup_for(relation)
+    setup = config.setup
     options = config.options
     best = jax.tree_util.tree_map(np.asarray, state.best_params)
     scores = float64_scores(config, best)
@@ -632,7 +754,8 @@ def evaluate_grid(config: SearchConfig, state: SearchState, out_dir: Path | None
     feasible = (checked.premise <= x * (1 + 1e-9) + 1e-12) & checked.condition_holds
     if setup.gridded_parameter:
         feasible &= checked.parameter <= config.param * (1 + 1e-9) + 1e-12
-    cert = certify.envelope(config.relation, np.asarray(config.grid), config.param, n=config.n)
+    cert = certify.envelope(config.relation, np.asarray(config.grid), config.param, n=config.n,
+                           r=config.r)
     rows = []
     for g, x_g in enumerate(config.grid):
         candidates = np.flatnonzero(feasible[g])
@@ -667,8 +790,7 @@ def evaluate_grid(config: SearchConfig, state: SearchState, out_dir: Path | None
 
 
 def _row(config, g, x, chosen, cert, out_dir) -> dict[str, Any]:
-    row = {"x": x, "param": config.param if setup_for(relations.get(config.relation))
-           .gridded_parameter else "", "premise": np.nan, "parameter": np.nan,
+    row = {"x": x, "param": config.param if config.setup.gridded_parameter else "", "premise": np.nan, "parameter": np.nan,
            "conclusion": np.nan, "bound": np.nan, "slack": np.nan, "count": config.restarts,
            "witness": "", "certified_slack": np.nan, "gap": np.nan}
     if cert is not None:
