@@ -1,5 +1,6 @@
 """Database-level notions (SPEC §2.6, paper 004) on tiny databases, by hand and by brute force."""
 
+import functools
 import itertools
 import json
 
@@ -298,8 +299,14 @@ def test_sp_is_attained_by_the_two_point_belief_and_never_exceeded(k, r):
         assert np.tanh(dp / 4) * (1 - 1e-12) <= sp <= np.tanh(dp / 2) * (1 + 1e-12)
 
 
+@functools.lru_cache(maxsize=None)
+def _jitted(fn):
+    return jax.jit(fn)  # thousands of evaluations: op-by-op dispatch took minutes
+
+
 def _best_two_point(fn, mech, n, grid=801):
     """max of fn(mech, β) over two-point beliefs, dense in log-odds then golden-refined."""
+    fn = _jitted(fn)
     logits = np.linspace(-12, 12, grid)
     w = 1 / (1 + np.exp(-logits))
     best = 0.0
@@ -319,6 +326,7 @@ def _best_two_point(fn, mech, n, grid=801):
 
 
 def _two_point(fn, mech, n, a, b, logit):
+    fn = _jitted(fn)
     w = 1 / (1 + np.exp(-logit))
     beliefs = np.full(n, 1e-300)
     beliefs[a], beliefs[b] = w, 1 - w
