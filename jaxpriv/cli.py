@@ -89,8 +89,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--relation", required=True, help="relation id, or 'all'")
     p.add_argument("--n", type=int, default=4, help="secrets (default 4)")
     p.add_argument("--m", type=int, default=4, help="outputs (default 4)")
-    p.add_argument("--grid", default="0.05:3:60",
+    p.add_argument("--grid", default=None,
                    help="premise levels: 'low:high:count' or '0.1,0.5,1' (default 0.05:3:60; "
+                        "R15: 0.05:0.95:19; "
                         "R6 is claimed for ξ ≤ 1 only, its grid is clipped there)")
     p.add_argument("--param", type=float, default=None,
                    help="condition parameter ε for R3-R5 (ε_unif or ε_bel; default 0.5)")
@@ -337,14 +338,16 @@ def _search(args) -> int:
     from jaxpriv.mechanisms import Records
 
     _use_cpu_cores(args.cpu_devices)
-    grid = search.parse_grid(args.grid)
+    grid = search.parse_grid(args.grid or "0.05:3:60")
     ids = _relation_ids(args.relation)
     configs = []
     for rid in ids:
         relation = relations.get(rid)
         if relation.kind == "statistical":
             points = grid
-            if rid == "R15":
+            if rid == "R15" and args.grid is None:
+                points = None  # its own default, inside (0, 1)
+            elif rid == "R15":
                 points = tuple(x for x in grid if x < 1) or (0.5,)
                 if len(ids) == 1 and len(points) < len(grid):
                     raise InputError("R15 is claimed for 0 < ε < 1; the grid reaches "
