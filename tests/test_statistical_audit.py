@@ -115,3 +115,12 @@ def test_cli_sweep_and_search_of_statistical_relations(tmp_path, capsys):
     assert cli.main(["sweep", "--relation", "R14", "--count", "10", "--t-max", "0",
                      "--out", str(tmp_path / "t"), "--quiet"]) == 2
     assert "--t-max" in capsys.readouterr().err
+
+
+def test_cli_r15_search_without_a_grid_uses_its_own(tmp_path, capsys):
+    assert cli.main(["search", "--relation", "R15", "--n", "2", "--restarts", "2", "--steps",
+                     "100", "--out", str(tmp_path), "--quiet"]) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    grid = summary["config"]["grid"]
+    assert len(grid) == 19 and max(grid) < 1 and summary["worst_slack"] > 1
+    capsys.readouterr()
