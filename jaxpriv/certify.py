@@ -105,14 +105,13 @@ def envelope(relation_id: str, x, eps=0.0, *, n: int, r: int | None = None
     if database and not r:
         return None
     with jax.enable_x64(True):
+        x = jnp.asarray(x, jnp.float64)
         if database:
-            x = jnp.asarray(x, jnp.float64)
             sup = _database_sup(rid, x, r)
             slack = relations.slack(relations.get(rid).bound(x, jnp.zeros_like(x)), sup)
             slack = jnp.where(jnp.isinf(sup), 0.0, slack)
             return Certificate(np.asarray(sup), np.asarray(slack),
                                f"docs/certified.md#{rid.lower()}")
-        x = jnp.asarray(x, jnp.float64)
         eps = jnp.zeros_like(x) if rid in ("R1", "R2") else jnp.broadcast_to(
             jnp.asarray(eps, jnp.float64), x.shape)
         relation = relations.get(rid)

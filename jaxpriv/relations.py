@@ -146,16 +146,32 @@ class CheckResult(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True)
-class Relation:
-    """A published claim ``premise ≤ x ∧ condition ⇒ conclusion ≤ bound(x, parameter)``.
+class Claim:
+    """What every registry entry carries.
 
     Attributes:
       id: ``"R1"`` … as in SPEC §3.
       statement: the claim in words.
       sources: papers and theorem numbers it is taken from.
-      premise: key of :data:`NOTIONS` measured as ``x``.
-      conclusion: key of :data:`NOTIONS` whose level the bound caps.
+      premise: what ``x`` is (a key of :data:`NOTIONS` for a :class:`Relation`).
+      conclusion: what the bound caps (a key of :data:`NOTIONS` for a :class:`Relation`).
       condition: the condition in words.
+    """
+
+    id: str
+    statement: str
+    sources: tuple[Source, ...]
+    premise: str
+    conclusion: str
+    condition: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Relation(Claim):
+    """A published claim ``premise ≤ x ∧ condition ⇒ conclusion ≤ bound(x, parameter)`` about a
+    mechanism (the :class:`Claim` fields, then these).
+
+    Attributes:
       parameter: key of :data:`NOTIONS` of the condition parameter (``ε``), or ``None``.
       parameter_limit: if set, the condition is ``parameter ≤ parameter_limit`` (e.g. a uniform
         prior); if ``None`` the parameter is free and the bound is evaluated at it.
@@ -167,12 +183,6 @@ class Relation:
 
     kind = "mechanism"
 
-    id: str
-    statement: str
-    sources: tuple[Source, ...]
-    premise: str
-    conclusion: str
-    condition: str
     bound: Callable[[jax.Array, jax.Array], jax.Array]
     parameter: str | None = None
     parameter_limit: float | None = None
@@ -382,23 +392,16 @@ register(Relation(
 
 
 @dataclasses.dataclass(frozen=True)
-class StatisticalRelation:
-    """A published claim about an estimator rather than a mechanism (SPEC §3: R14, R15).
+class StatisticalRelation(Claim):
+    """A published claim about an estimator rather than a mechanism (SPEC §3: R14, R15): the
+    :class:`Claim` fields (premise and conclusion in words), then these.
 
     Attributes:
-      id, statement, sources, condition: as for :class:`Relation`.
-      premise, conclusion: what ``x`` and the conclusion level are, in words.
       fields: the keys a witness file carries (``{"relation": id, **fields}``).
       check_fn: ``(**witness fields) -> CheckResult``, exact, float64.
       rtol: the relative tolerance a violation must exceed.
     """
 
-    id: str
-    statement: str
-    sources: tuple[Source, ...]
-    premise: str
-    conclusion: str
-    condition: str
     fields: tuple[str, ...]
     check_fn: Callable[..., CheckResult]
     rtol: float = RTOL

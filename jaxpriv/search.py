@@ -362,15 +362,13 @@ def database_keep(premise: str, mech: Mechanism, x):
     E = jnp.exp(x)
     floor = jnp.expm1(x) / m
     keep = jnp.zeros((), dtype)
-    if premise == "dp":
-        tensors = [(i, databases._as_tensor(jnp.exp(mech.log_K), records, 1))
-                   for i in range(records.r)]
-    else:
-        tensors = [(i, jnp.exp(log_p)) for i, _, log_p, _ in
-                   databases._known_set_conditionals(mech, records)]
-        if premise == "mp":
-            tensors += [(i, databases._as_tensor(jnp.exp(mech.log_K), records, 1))
-                        for i in range(records.r)]
+    tensors = []
+    if premise in ("dp", "mp"):
+        K = databases._as_tensor(jnp.exp(mech.log_K), records, 1)
+        tensors += [(i, K) for i in range(records.r)]
+    if premise in ("bdp", "mp"):
+        tensors += [(i, jnp.exp(log_p)) for i, _, log_p, _ in databases._known_set_conditionals(
+            mech, records, proper=premise == "mp")]
     for i, P in tensors:
         keep = jnp.minimum(keep, jnp.min(_log_keep(jnp.max(P, axis=i), jnp.min(P, axis=i),
                                                    E, floor)))

@@ -76,12 +76,18 @@ def log_failure_probability(T: int, kappa, eps) -> np.ndarray:
 @functools.partial(jax.jit, static_argnums=0)
 def _log_failure_padded(size: int, T, kappa, eps):
     j = jnp.arange(size, dtype=jnp.float64)
-    k = kappa[..., None]
-    e = eps[..., None]
+    T_minus_j = jnp.where(j <= T, T - j, 0.0)
+    log_choose = gammaln(T + 1.0) - gammaln(j + 1.0) - gammaln(T_minus_j + 1.0)
+    return log_failure_sum(log_choose, j, T, kappa[..., None], eps[..., None])
+
+
+def log_failure_sum(log_choose, j, T, kappa, eps):
+    """``log Σ_{j fails} C(T, j) κ^j (1−κ)^{T−j}`` over the outcomes ``j`` on the last axis
+    (padded beyond ``T``), given ``log C(T, j)``; every argument broadcasts. Outcomes within
+    :data:`BOUNDARY_RTOL` of the boundary count as successes."""
     inside = j <= T
-    log_pmf = (gammaln(T + 1.0) - gammaln(j + 1.0) - gammaln(jnp.where(inside, T - j, 0.0) + 1.0)
-               + j * jnp.log(k) + (T - j) * jnp.log1p(-k))
-    fails = inside & (jnp.abs(j - T * k) > e * T * k * (1 + BOUNDARY_RTOL))
+    log_pmf = log_choose + j * jnp.log(kappa) + (T - j) * jnp.log1p(-kappa)
+    fails = inside & (jnp.abs(j - T * kappa) > eps * T * kappa * (1 + BOUNDARY_RTOL))
     return logsumexp(jnp.where(fails, log_pmf, -jnp.inf), axis=-1)
 
 
@@ -197,6 +203,18 @@ class R15Audit(NamedTuple):
     kappa2: np.ndarray
 
 
+def draw_distribution_pairs(key, count: int, n: int) -> tuple[jax.Array, jax.Array]:
+    """``count`` pairs ``(κ₁, κ₂)`` on ``n`` secrets, Dirichlet with one concentration per pair
+    log-uniform over four decades (float64; ``κ₁ > 0``, the relative perturbations need it)."""
+    k_conc, k_1, k_2 = jax.random.split(key, 3)
+    conc = jnp.exp(jax.random.uniform(k_conc, (count, 1), jnp.float64, jnp.log(1e-2),
+                                      jnp.log(1e2)))
+    kappa1 = jax.random.dirichlet(k_1, jnp.broadcast_to(conc, (count, n)))
+    kappa2 = jax.random.dirichlet(k_2, jnp.broadcast_to(conc, (count, n)))
+    kappa1 = jnp.maximum(kappa1, 1e-300)
+    return kappa1 / jnp.sum(kappa1, -1, keepdims=True), kappa2
+
+
 def r15_audit(key, n: int, epss, count: int) -> R15Audit:
     """Sample ``count`` pairs ``(κ₁, κ₂)`` on ``n`` secrets (Dirichlet, concentrations spread over
     four decades), take the exact worst perturbation of each, and keep the worst per ε."""
@@ -206,13 +224,7 @@ def r15_audit(key, n: int, epss, count: int) -> R15Audit:
     if n < 2 or count < 1:
         raise InputError("R15 audit needs n >= 2 secrets and count >= 1")
     with jax.enable_x64(True):
-        k_conc, k_1, k_2 = jax.random.split(key, 3)
-        conc = jnp.exp(jax.random.uniform(k_conc, (count, 1), jnp.float64, jnp.log(1e-2),
-                                          jnp.log(1e2)))
-        kappa1 = jax.random.dirichlet(k_1, jnp.broadcast_to(conc, (count, n)))
-        kappa2 = jax.random.dirichlet(k_2, jnp.broadcast_to(conc, (count, n)))
-        kappa1 = jnp.maximum(kappa1, 1e-300)
-        kappa1 = kappa1 / jnp.sum(kappa1, -1, keepdims=True)
+        kappa1, kappa2 = draw_distribution_pairs(key, count, n)
         worst, w1, w2 = [], [], []
         for eps in epss:
             error = r15_worst_error(kappa1, kappa2, eps)
