@@ -5,9 +5,11 @@
     jaxpriv relations [--json]                the registry
     jaxpriv sweep --relation R5 ...           random sweep of a relation (see --help)
     jaxpriv search --relation R5 ...          adversarial tightness search (see --help)
+    jaxpriv audit [--budget quick] [--out DIR] every relation: sweep, search, certify, report
+    jaxpriv show WITNESS.json                 a witness's levels, and its relation re-checked
 
 Exit status: 0 success (for ``check``: the bound holds or its condition does not apply),
-1 ``check``, ``sweep`` or ``search`` found the bound violated (verified in float64), 2 bad input (one line on stderr, never a traceback).
+1 ``check``, ``show``, ``sweep`` or ``search`` found the bound violated (verified in float64), 2 bad input (one line on stderr, never a traceback).
 Everything is computed in float64.
 """
 
@@ -113,6 +115,28 @@ def _parser() -> argparse.ArgumentParser:
                    help="on a CPU, split it into this many JAX devices (default: one per core)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
+    p = sub.add_parser("audit", help="sweep, search and certify every relation; write a "
+                       "report (the main job)")
+    p.add_argument("--budget", default="quick",
+                   help="quick (< 3 min on 2 CPU cores), standard, or full (overnight / GPU)")
+    p.add_argument("--out", default="runs/audit", help="audit directory (default runs/audit; "
+                   "an audit already there is resumed)")
+    p.add_argument("--relations", default="all", help="comma list of ids, e.g. R1,R5 "
+                   "(default all)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--memory-mb", type=float, default=1024.0,
+                   help="device memory budget of the sweeps' chunks (default 1024)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="relations audited at once, each in its own process (default: one per "
+                        "CPU core; 1 on a GPU); results do not depend on it")
+    p.add_argument("--cpu-devices", type=int, default=None,
+                   help="on a CPU, split it into this many JAX devices (default: one per core)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+    p = sub.add_parser("show", help="print a witness file's levels and re-check its relation")
+    p.add_argument("file", help="witness JSON (has a 'relation' field)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
     p = sub.add_parser("relations", help="list the registered relations")
     p.add_argument("--json", action="store_true", help="print JSON")
     return parser
@@ -129,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         commands = {"eval": _eval, "check": _check, "sweep": _sweep, "search": _search,
-                    "relations": _relations}
+                    "audit": _audit, "show": _show, "relations": _relations}
         return commands[args.command](args)
     except InputError as e:
         print(f"jaxpriv: error: {e}", file=sys.stderr)
@@ -360,14 +384,7 @@ def _search(args) -> int:
             layout = _records_layout(args) if relation.notions & relations.DATABASE_NOTIONS \
                 else {}
             setup = search.setup_for(relation, Records(**layout) if layout else None)
-            points = grid
-            if len(ids) > 1:
-                limit = relation.premise_limit
-                if relation.premise in ("sp", "bsp"):
-                    limit = min(limit or 0.45, 0.45)  # a probability; the bound is ∞ from ½
-                if limit is not None:
-                    points = tuple(x for x in grid if x <= limit) or tuple(
-                        np.linspace(limit / 10, limit, 10))
+            points = search.clip_grid(relation, grid) if len(ids) > 1 else grid
             param = args.param if args.param is not None else (0.5 if setup.gridded_parameter
                                                                else 0.0)
             if not setup.gridded_parameter and len(ids) > 1:
@@ -408,6 +425,53 @@ def _search(args) -> int:
               f"verified violations {len(result.violations)} -> {run_dir}")
         code = max(code, 1 if result.violations else 0)
     return code
+
+
+def _audit(args) -> int:
+    from jaxpriv import audit
+
+    _use_cpu_cores(args.cpu_devices)
+    spend = audit.budget(args.budget)
+    if args.memory_mb <= 0:
+        raise InputError(f"--memory-mb must be positive, got {args.memory_mb}")
+    if args.seed < 0:
+        raise InputError(f"--seed must be a non-negative integer, got {args.seed}")
+    ids = audit.relation_ids(args.relations)
+    print(f"jaxpriv audit: budget {spend.name}, {len(ids)} relations -> {args.out}")
+    workers = audit.default_workers() if args.workers is None else args.workers
+    summary = audit.run(spend, ids, args.out, seed=args.seed, progress=not args.quiet,
+                        memory_mb=args.memory_mb, workers=workers)
+    print(f"\n{'id':<4} {'verdict':<22} {'worst slack':>12}  envelope     witness")
+    for v in summary["relations"]:
+        slack = "n/a" if v["worst_slack"] is None else f"{v['worst_slack']:.4g}"
+        print(f"{v['relation']:<4} {v['verdict']:<22} {slack:>12}  {v['kind']:<12} "
+              f"{v['witness'] or ''}")
+    print(f"report: {args.out}/report.md, {args.out}/report.html "
+          f"({summary['seconds']:.0f} s)")
+    return 0
+
+
+def _show(args) -> int:
+    """A witness: its levels (mechanisms) or setting (R14, R15), then its relation re-checked."""
+    from jaxpriv import io, relations
+
+    data = io.read_json(args.file)
+    if not isinstance(data, dict) or not data.get("relation"):
+        raise InputError(f"{args.file}: not a witness (no 'relation' field); use 'jaxpriv eval' "
+                         "for a mechanism, 'jaxpriv check RELATION FILE' to check one")
+    relation = relations.get(str(data["relation"]))
+    if relation.kind == "statistical":
+        if not args.json:
+            fields = ", ".join(f"{k} = {_fmt(_plain(data[k]))}" for k in relation.fields
+                               if k in data)
+            print(f"setting: {fields}")
+        return _check_statistical(relation, args)
+    if not args.json:
+        _eval(argparse.Namespace(file=args.file, json=False))
+        print()
+    args.relation, args.parameter = relation.id, None
+    args.law = args.mu = args.alpha = args.d_true = None
+    return _check(args)
 
 
 def _relation_ids(text: str) -> list[str]:

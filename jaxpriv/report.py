@@ -376,3 +376,326 @@ def plot_statistical(path: Path, rows: list[dict], config, relation) -> None:
             else f"search over {len(rows)} ε points")
     top.set_title(f"{relation.id}: {relation.statement}\n{what}", fontsize=8)
     _finish(fig, top, bottom, "ε (relative accuracy of κ̂₁)", path)
+
+
+# --------------------------------------------------------------------------------------------
+# the audit report (jaxpriv audit)
+# --------------------------------------------------------------------------------------------
+
+FIGURES = "figures"
+
+
+def _run(out: Path, rid: str, kind: str) -> tuple[dict, list[dict]]:
+    directory = out / rid / kind
+    return json.loads((directory / "summary.json").read_text()), read_envelope(directory)
+
+
+def draw_relation(ax, out: Path, rid: str, compact: bool = False) -> None:
+    """Draw one relation's audit figure on ``ax``: the claimed bound, the sweep and search
+    envelopes, the certified curve where one exists, and the slack on a second (log) axis.
+
+    Args:
+      ax: a matplotlib ``Axes``.
+      out: the audit directory (``out/<rid>/sweep``, ``out/<rid>/search``).
+      rid: relation id.
+      compact: smaller type and no title, for the figure grid.
+    """
+    relation = relations.get(rid)
+    sweep_summary, sweep_rows = _run(out, rid, "sweep")
+    search_summary, search_rows = _run(out, rid, "search")
+    slack_ax = ax.twinx()
+    if relation.kind == "statistical":
+        _draw_statistical(ax, slack_ax, relation, sweep_rows, search_rows)
+    else:
+        _draw_mechanism(ax, slack_ax, relation, search_summary["config"], sweep_rows,
+                        search_rows)
+    if rid != "R14":
+        slack_ax.axhline(1.0, color="r", lw=0.8, ls=":", label="slack 1 (violated below)")
+        slack_ax.set_ylabel("slack = bound / value (log scale)", color="tab:purple",
+                            fontsize=7 if compact else 9)
+    _log_axis(slack_ax)
+    slack_ax.tick_params(axis="y", which="both", colors="tab:purple",
+                         labelsize=6 if compact else 8)
+    ax.grid(alpha=0.3)
+    size = 6 if compact else 8
+    ax.tick_params(labelsize=size)
+    if compact:
+        ax.set_title(f"{rid} ({relation.sources[0]})", fontsize=8)
+        for axis in (ax.xaxis, ax.yaxis, slack_ax.yaxis):
+            axis.label.set_size(7)
+        return
+    handles = ax.get_legend_handles_labels()
+    extra = slack_ax.get_legend_handles_labels()
+    ax.legend(handles[0] + extra[0], handles[1] + extra[1], fontsize=size - 1,
+              loc="upper left", framealpha=0.85)
+    ax.set_title(f"{rid}: {relation.statement}\n{'; '.join(str(x) for x in relation.sources)}",
+                 fontsize=8)
+
+
+def _log_axis(ax) -> None:
+    """Log scale; plain-number tick labels when the axis spans less than a decade."""
+    import matplotlib.ticker as ticker
+
+    ax.set_yscale("log")
+    low, high = ax.get_ylim()
+    plain = ticker.FuncFormatter(lambda v, _: f"{v:g}")
+    if high / max(low, 1e-300) < 10:
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(plain)
+    else:
+        ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+
+
+def _value_axis(ax, bound_values, found_values) -> None:
+    """Linear from 0, unless the claimed bound and what was found differ by decades (then log,
+    so both stay readable)."""
+    bound = [v for v in bound_values if np.isfinite(v) and v > 0]
+    found = [v for v in found_values if np.isfinite(v) and v > 0]
+    if not bound and not found:
+        return
+    top = max(bound + found)
+    if bound and found and max(max(bound) / max(found), max(found) / max(bound)) > 20:
+        ax.set_yscale("log")
+        ax.set_ylim(max(min(bound + found), top * 1e-12) / 2, 2 * top)
+    else:
+        ax.set_ylim(0, 1.1 * top)
+
+
+def _draw_mechanism(ax, slack_ax, relation, config: dict, sweep_rows, search_rows) -> None:
+    from jaxpriv import certify
+
+    ratio = relation.conclusion == "pac_gamma"
+    param = float(config.get("param", 0.0))
+    search_x = np.array([r["x"] for r in search_rows])
+    picked = [r for r in sweep_rows if not np.isfinite(r.get("param", np.nan))
+              or r["param"] <= param + 1e-12 or ratio]
+    best: dict[float, dict] = {}
+    for r in picked:
+        value = _normalized(relation, [r])[0]
+        if np.isfinite(value) and (r["x"] not in best or value > best[r["x"]]["value"]):
+            best[r["x"]] = {**r, "value": value}
+    sweep_x = sorted(best)
+    top = max([*search_x, *sweep_x, 1e-3])
+    grid = np.linspace(0, top, 400)[1:]
+    with jax.enable_x64(True):
+        claim = np.asarray(relation.bound(jnp.asarray(grid), jnp.float64(1.0 if ratio
+                                                                          else param)))
+    condition = f", {relation.parameter} = {param:g}" if param else ""
+    ax.plot(grid, claim, "--", color="k", lw=1.2, label=f"claimed bound{condition}")
+    cert = certify.envelope(relation.id, grid, param, n=config["n"], r=config.get("r") or None)
+    sup = np.array([])
+    if cert is not None:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sup = np.where(cert.min_slack > 0, claim / cert.min_slack, np.inf)
+        finite = np.isfinite(sup)
+        if finite.any():
+            ax.plot(grid[finite], sup[finite], "-", color="tab:green", lw=1.2,
+                    label=f"certified supremum (n={config['n']})")
+        slack_ax.plot(grid, np.maximum(cert.min_slack, 1e-3), "-", color="tab:purple", lw=0.8,
+                      alpha=0.6, label="certified slack")
+    if sweep_x:
+        ax.step(sweep_x, [best[x]["value"] for x in sweep_x], where="pre", color="tab:orange",
+                lw=1.2, label="sweep envelope")
+        slack_ax.plot(sweep_x, [max(best[x]["slack"], 1e-3) for x in sweep_x], "s", ms=2.5,
+                      color="tab:purple", alpha=0.5, label="sweep slack")
+    if len(search_x):
+        ax.plot(search_x, _normalized(relation, search_rows), "o", ms=3.5, color="tab:blue",
+                label="search envelope")
+        slack_ax.plot(search_x, [max(r["slack"], 1e-3) for r in search_rows], "^", ms=3,
+                      color="tab:purple", label="search slack")
+    _value_axis(ax, claim, [*(best[x]["value"] for x in sweep_x), *sup,
+                            *_normalized(relation, search_rows)])
+    ax.set_xlim(0, top)
+    unit = "" if relation.premise in ("sp", "bsp") else ", nats"
+    ax.set_xlabel(f"premise: {relation.premise} level x{unit}")
+    ax.set_ylabel("γ / β(d_true)" if ratio else
+                  f"conclusion: {relation.conclusion}"
+                  f"{'' if relation.conclusion in ('sp', 'bsp') else ' (nats)'}")
+
+
+def _draw_statistical(ax, slack_ax, relation, sweep_rows, search_rows) -> None:
+    """R14: log10 slack of the worst setting per ε on the main axis (the failure probabilities
+    underflow), its ``Tκ₁`` on the second; R15: the worst error found against the claim, slack
+    on the second axis."""
+    log10 = math.log(10)
+    for rows, marker, name in ((sweep_rows, "s", "sweep"), (search_rows, "o", "search")):
+        rows = sorted(rows, key=lambda r: r["premise"])
+        xs = [r["premise"] for r in rows]
+        colour = "tab:blue" if name == "search" else "tab:orange"
+        if relation.id == "R14":
+            ax.plot(xs, [r["log_slack"] / log10 for r in rows], marker, ms=3, color=colour,
+                    label=f"log10 slack, worst setting ({name})")
+            slack_ax.plot(xs, [max(r["parameter"], 1e-3) for r in rows], marker, ms=2.5,
+                          mfc="none", color="tab:purple", label=f"its Tκ₁ ({name})")
+        else:
+            ax.plot(xs, [r["conclusion"] for r in rows], marker, ms=3, color=colour,
+                    label=f"worst |Ĉ₁ − C₁| ({name})")
+            slack_ax.plot(xs, [max(r["slack"], 1e-300) for r in rows], marker, ms=2.5,
+                          color="tab:purple", alpha=0.6 if name == "sweep" else 1.0,
+                          label=f"{name} slack")
+    if relation.id == "R14":
+        ax.axhline(0.0, color="k", ls="--", lw=1.2, label="claimed bound (slack 1)")
+        ax.set_ylabel("log10 slack = log10(claimed / exact failure prob.)")
+        slack_ax.set_ylabel("Tκ₁ of the worst setting (log scale)", color="tab:purple")
+    else:
+        from jaxpriv import statistical
+        grid = np.linspace(1e-3, 0.99, 300)
+        with jax.enable_x64(True):
+            ax.plot(grid, np.asarray(statistical.r15_bound(jnp.asarray(grid))), "--",
+                    color="k", lw=1.2, label="claimed bound")
+        ax.set_ylabel("estimation error |Ĉ₁ − C₁|")
+    ax.set_xlabel("ε (relative accuracy of κ̂₁)")
+
+
+def plot_relation(out: Path, rid: str, path: Path) -> Path:
+    """One relation's report figure, written to ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    draw_relation(ax, Path(out), rid)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_grid(out: Path, path: Path, ids: list[str] | None = None, columns: int = 4) -> Path:
+    """Every audited relation in one publication-style figure grid."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out)
+    ids = ids or [rid for rid in relations.REGISTRY if (out / rid / "search" / "summary.json")
+                  .exists() and (out / rid / "sweep" / "summary.json").exists()]
+    if not ids:
+        from jaxpriv.errors import InputError
+        raise InputError(f"{out}: no finished audit runs (DIR/<id>/sweep, DIR/<id>/search)")
+    rows = -(-len(ids) // columns)
+    fig, axes = plt.subplots(rows, min(columns, len(ids)), squeeze=False,
+                             figsize=(4.2 * min(columns, len(ids)), 3.3 * rows))
+    for ax, rid in zip(axes.flat, ids):
+        draw_relation(ax, out, rid, compact=True)
+    for ax in list(axes.flat)[len(ids):]:
+        ax.axis("off")
+    from matplotlib.lines import Line2D
+    key = [Line2D([], [], ls="--", color="k", label="claimed bound"),
+           Line2D([], [], color="tab:green", label="certified supremum"),
+           Line2D([], [], color="tab:orange", label="sweep envelope"),
+           Line2D([], [], ls="", marker="o", color="tab:blue", label="search envelope"),
+           Line2D([], [], ls="", marker="^", color="tab:purple",
+                  label="slack (right axis, log; R14: Tκ₁)"),
+           Line2D([], [], ls=":", color="r", label="slack 1")]
+    fig.legend(handles=key, loc="lower center", ncol=len(key), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return path
+
+
+def _slack_text(v: dict) -> str:
+    s = v["worst_slack"]
+    if s is None:
+        return "n/a"
+    if s == 0 and v.get("worst_log_slack") is not None:
+        return f"0 (log {v['worst_log_slack']:.4g})"
+    return f"{s:.4g}"
+
+
+def _where_text(v: dict) -> str:
+    where = v.get("where") or {}
+    parts = []
+    if where.get("premise") is not None:
+        parts.append(f"x = {where['premise']:.4g}")
+    if where.get("parameter") is not None and where["parameter"] != 0:
+        parts.append(f"param = {where['parameter']:.4g}")
+    return ", ".join(parts) or "—"
+
+
+def audit_table(summary: dict) -> tuple[list[str], list[list[str]]]:
+    """The report's summary table: header and one row of text cells per relation."""
+    header = ["relation", "source", "condition", "worst slack", "where", "verdict",
+              "envelope", "witness"]
+    rows = []
+    for v in summary["relations"]:
+        rows.append([v["relation"], "; ".join(v["sources"]), v["condition"], _slack_text(v),
+                     _where_text(v), v["verdict"], v["kind"], v["witness"] or "—"])
+    return header, rows
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def write_audit(out: Path, summary: dict) -> None:
+    """Write ``out/report.md``, the self-contained ``out/report.html`` and ``out/figures/``."""
+    import base64
+    import html
+
+    out = Path(out)
+    figures = {}
+    for v in summary["relations"]:
+        figures[v["relation"]] = plot_relation(out, v["relation"],
+                                               out / FIGURES / f"{v['relation']}.png")
+    plot_grid(out, out / FIGURES / "grid.png", [v["relation"] for v in summary["relations"]])
+    header, rows = audit_table(summary)
+    intro = (f"Budget **{summary['budget']}**, seed {summary['seed']}, "
+             f"{summary['seconds']:.0f} s. Slack = claimed bound / attained value; below 1 is "
+             f"a violation (every one re-verified in float64 from its witness file), at most "
+             f"{summary['tight_slack']} reads *tight*. *certified*: the exact envelope is known "
+             f"in closed form (docs/certified.md); *lower bound*: the envelope found is a lower "
+             f"bound on the true one, so the true least slack is at most the one shown. "
+             f"Re-check any witness with `jaxpriv show DIR/WITNESS.json`.")
+    md = ["# jaxpriv audit report", "", intro.replace("**", "**"), "",
+          "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    md += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
+    md += ["", f"![all relations]({FIGURES}/grid.png)", ""]
+    body = [f"<h1>jaxpriv audit report</h1><p>{html.escape(intro).replace('**', '')}</p>",
+            "<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>"]
+    for row in rows:
+        cls = " class='violated'" if row[5].startswith("violated") else ""
+        body.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>")
+    body.append("</table>")
+    for v in summary["relations"]:
+        details = _details(v)
+        md += [f"## {v['relation']}: {v['statement']}", "", *[f"- {line}" for line in details],
+               "", f"![{v['relation']}]({FIGURES}/{v['relation']}.png)", ""]
+        image = base64.b64encode(figures[v["relation"]].read_bytes()).decode()
+        body.append(f"<h2>{html.escape(v['relation'])}: {html.escape(v['statement'])}</h2><ul>"
+                    + "".join(f"<li>{html.escape(line)}</li>" for line in details) + "</ul>"
+                    f"<img alt='{v['relation']}' src='data:image/png;base64,{image}'>")
+    grid = base64.b64encode((out / FIGURES / "grid.png").read_bytes()).decode()
+    body.append(f"<h2>All relations</h2><img alt='grid' src='data:image/png;base64,{grid}'>")
+    (out / "report.md").write_text("\n".join(md))
+    style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
+             "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;"
+             "padding:3px 6px;text-align:left}tr.violated td{background:#fde2e2}"
+             "img{max-width:100%}")
+    (out / "report.html").write_text(
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>jaxpriv audit</title>"
+        f"<style>{style}</style></head><body>{''.join(body)}</body></html>\n")
+
+
+def _details(v: dict) -> list[str]:
+    lines = [f"sources: {'; '.join(v['sources'])}; condition: {v['condition']}",
+             f"verdict: {v['verdict']}; worst slack {_slack_text(v)} at {_where_text(v)} "
+             f"({v['kind']})"]
+    if v.get("certified_slack") is not None:
+        lines.append(f"certified least slack on the search grid: {v['certified_slack']:.6g}"
+                     + ("" if v.get("search_max_gap") is None else
+                        f"; the search reaches it to {v['search_max_gap']:.2%}"))
+    lines.append(f"sweep worst slack {_short(v['sweep_worst_slack'])}, search worst slack "
+                 f"{_short(v['search_worst_slack'])}; verified violations "
+                 f"{v['violation_count']:,}")
+    if v.get("witness"):
+        lines.append(f"witness: {v['witness']} (jaxpriv show {v['witness']})")
+    return lines
+
+
+def _short(x) -> str:
+    return "n/a" if x is None else f"{x:.4g}"

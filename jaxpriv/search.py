@@ -210,6 +210,23 @@ def parse_grid(text: str) -> tuple[float, ...]:
     return tuple(float(v) for v in points)
 
 
+def clip_grid(relation: relations.Relation, grid) -> tuple[float, ...]:
+    """The part of ``grid`` where ``relation`` is claimed: below its premise limit, and below
+    0.45 for a (B)SP premise (a probability; the converse bound is infinite from ½). If fewer
+    than half the points are left, as many points evenly spaced up to the limit instead."""
+    grid = tuple(float(x) for x in grid)
+    limit = relation.premise_limit
+    if relation.premise in ("sp", "bsp"):
+        limit = min(limit or 0.45, 0.45)
+    if limit is None:
+        return grid
+    kept = tuple(x for x in grid if x <= limit)
+    if 2 * len(kept) >= len(grid):
+        return kept
+    count = max(len(grid), 2)
+    return tuple(float(v) for v in np.linspace(limit / count, limit, count))
+
+
 def make_config(relation: str, n: int, m: int, grid, **overrides) -> SearchConfig:
     """A validated :class:`SearchConfig` (``grid``: a sequence or a :func:`parse_grid` string)."""
     rel = relations.get(relation)

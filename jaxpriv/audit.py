@@ -1,0 +1,505 @@
+"""The audit: every registered relation swept, searched, certified where a closed form exists,
+and judged — the job ``jaxpriv audit`` runs.
+
+For each relation the audit runs a random sweep (:mod:`jaxpriv.sweep`, or
+:mod:`jaxpriv.statistical_audit` for R14/R15) into ``DIR/<id>/sweep`` and an adversarial search
+(:mod:`jaxpriv.search`) into ``DIR/<id>/search``, each with the run-directory contract of those
+modules; then it evaluates the certified envelope (:mod:`jaxpriv.certify`) on the search grid and
+condenses the three into one :class:`Verdict`. Every violation it counts was re-verified in
+float64 from the saved witness file by the engine that found it.
+
+Verdict rules (:func:`assess`):
+
+* **violated**: at least one verified witness; the worst slack is the lowest verified one. A
+  certified least slack below 1 with no witness at the budget reads "violated (certified)".
+* otherwise the worst slack ``s`` is the least slack of any witness the sweep and search kept,
+  and of the certified curve on the grid (each is attained by a real mechanism, so ``s`` is an
+  upper bound on the true least slack, exact where certified): **tight** if ``s ≤ 1.01``, else
+  **loose by ×s**.
+
+Resumable: a run whose ``summary.json`` exists with the same configuration is not run again, a
+sweep or search with a checkpoint continues from it, and ``DIR/summary.json`` is rewritten after
+every relation, so a killed audit loses at most the run in flight's unfinished chunk.
+
+Examples:
+  >>> from jaxpriv import audit
+  >>> audit.BUDGETS["quick"].sweep_count
+  20000
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+
+from jaxpriv import certify, io, relations
+from jaxpriv.errors import InputError
+
+TIGHT_SLACK = 1.01
+"""A relation whose least slack found is at most this is reported tight."""
+
+SUMMARY = "summary.json"
+PLAN = "audit.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """How much work the audit spends per relation.
+
+    Attributes:
+      name: ``quick``, ``standard`` or ``full``.
+      sweep_count, sweep_n, sweep_m: random mechanisms per sweep and their shape.
+      search_n, search_m: mechanism shape of the searches.
+      grid: premise grid ``(low, high, points)`` of the searches (clipped per relation to
+        where it is claimed, see :func:`jaxpriv.search.clip_grid`).
+      param: condition parameter ``ε`` of the searches for R3–R5.
+      restarts, steps: optax restarts per grid point and steps.
+      k, r, database_m: database layout (``k^r`` databases) and outputs for R7–R13.
+      stat_count, t_max, draws: R14/R15 sweep settings, largest ``T``, Monte Carlo draws.
+      stat_grid: ε points of the R14 search (R15 uses its own range inside (0, 1)).
+      stat_restarts, stat_steps: the R15 search's optax runs.
+    """
+
+    name: str
+    sweep_count: int
+    sweep_n: int
+    sweep_m: int
+    search_n: int
+    search_m: int
+    grid: tuple[float, float, int]
+    param: float
+    restarts: int
+    steps: int
+    k: int
+    r: int
+    database_m: int
+    stat_count: int
+    t_max: int
+    draws: int
+    stat_grid: int
+    stat_restarts: int
+    stat_steps: int
+
+
+BUDGETS: dict[str, Budget] = {
+    # under 3 minutes on a 2-core CPU, compile time included (most of it)
+    "quick": Budget("quick", sweep_count=20_000, sweep_n=4, sweep_m=4, search_n=3, search_m=3,
+                    grid=(0.1, 3.0, 6), param=0.5, restarts=16, steps=300, k=2, r=2,
+                    database_m=3, stat_count=8_192, t_max=2_000, draws=500, stat_grid=6,
+                    stat_restarts=16, stat_steps=300),
+    # tens of minutes on a 2-core CPU
+    "standard": Budget("standard", sweep_count=1_000_000, sweep_n=4, sweep_m=4, search_n=4,
+                       search_m=4, grid=(0.05, 3.0, 30), param=0.5, restarts=64, steps=1500,
+                       k=2, r=2, database_m=4, stat_count=100_000, t_max=10_000, draws=2000,
+                       stat_grid=30, stat_restarts=64, stat_steps=1500),
+    # overnight on a CPU, or a GPU
+    "full": Budget("full", sweep_count=10_000_000, sweep_n=8, sweep_m=8, search_n=4, search_m=4,
+                   grid=(0.05, 3.0, 60), param=0.5, restarts=512, steps=3000, k=2, r=3,
+                   database_m=4, stat_count=1_000_000, t_max=100_000, draws=2000, stat_grid=60,
+                   stat_restarts=256, stat_steps=3000),
+}
+
+
+class Task(NamedTuple):
+    """One run of the audit: ``kind`` is ``"sweep"`` or ``"search"``; ``config`` the engine's."""
+
+    relation: str
+    kind: str
+    config: Any
+
+
+def budget(name: str) -> Budget:
+    if name not in BUDGETS:
+        raise InputError(f"--budget must be one of {', '.join(BUDGETS)}, got {name!r}")
+    return BUDGETS[name]
+
+
+def relation_ids(text: str | None) -> list[str]:
+    """``None``/``"all"`` → every registered relation; else a comma list of ids, validated."""
+    if text is None or text.strip().lower() == "all":
+        return list(relations.REGISTRY)
+    ids = [part.strip() for part in text.split(",") if part.strip()]
+    if not ids:
+        raise InputError("--relations is empty: give ids like R1,R5 or 'all'")
+    chosen = [relations.get(rid).id for rid in ids]
+    return list(dict.fromkeys(chosen))
+
+
+def plan(spend: Budget, ids: list[str], seed: int = 0, memory_mb: float = 1024.0
+         ) -> list[Task]:
+    """The sweep and search configurations of every relation in ``ids`` at budget ``spend``."""
+    from jaxpriv import search, statistical_audit, sweep
+    from jaxpriv.mechanisms import Records
+
+    grid = tuple(float(v) for v in np.linspace(*spend.grid[:2], spend.grid[2]))
+    tasks = []
+    for rid in ids:
+        relation = relations.get(rid)
+        if relation.kind == "statistical":
+            tasks.append(Task(rid, "sweep", statistical_audit.make_config(
+                rid, "sweep", count=spend.stat_count, seed=seed, t_max=spend.t_max,
+                draws=spend.draws)))
+            stat_grid = None if rid == "R15" else np.linspace(0.25, 10.0, spend.stat_grid)
+            tasks.append(Task(rid, "search", statistical_audit.make_config(
+                rid, "search", grid=stat_grid, t_max=spend.t_max, seed=seed,
+                restarts=spend.stat_restarts, steps=spend.stat_steps)))
+            continue
+        database = sweep.needs_records(relation)
+        layout = {"k": spend.k, "r": spend.r} if database else {}
+        m = spend.database_m if database else spend.sweep_m
+        tasks.append(Task(rid, "sweep", sweep.make_config(
+            rid, spend.sweep_n, m, spend.sweep_count, seed, memory_mb=memory_mb, **layout)))
+        setup = search.setup_for(relation, Records(**layout) if layout else None)
+        param = spend.param if setup.gridded_parameter else 0.0
+        m = spend.database_m if database else spend.search_m
+        tasks.append(Task(rid, "search", search.make_config(
+            rid, spend.search_n, m, search.clip_grid(relation, grid), param=param,
+            restarts=spend.restarts, steps=spend.steps, seed=seed, **layout)))
+    return tasks
+
+
+# --------------------------------------------------------------------------------------------
+# running
+# --------------------------------------------------------------------------------------------
+
+
+def run_dir(out: Path, task: Task) -> Path:
+    return out / task.relation / task.kind
+
+
+def _finished(directory: Path, config) -> bool:
+    path = directory / SUMMARY
+    if not path.exists():
+        return False
+    saved = json.loads(path.read_text()).get("config")
+    return saved == json.loads(json.dumps(dataclasses.asdict(config)))
+
+
+def _checkpoint(task: Task) -> str | None:
+    from jaxpriv import search, statistical_audit, sweep
+
+    if isinstance(task.config, statistical_audit.StatConfig):
+        return statistical_audit.CHECKPOINT if task.kind == "sweep" else None
+    return sweep.CHECKPOINT if task.kind == "sweep" else search.STATE_FILE
+
+
+def run_task(task: Task, out: Path, progress: bool = True) -> str:
+    """Run one sweep or search into its directory unless it is already finished; a checkpoint
+    left by a killed run is resumed. Returns ``"done"``, ``"resumed"`` or ``"ran"``."""
+    from jaxpriv import search, statistical_audit, sweep
+
+    directory = run_dir(out, task)
+    if _finished(directory, task.config):
+        return "done"
+    checkpoint = _checkpoint(task)
+    resume = checkpoint is not None and (directory / checkpoint).exists()
+    if isinstance(task.config, statistical_audit.StatConfig):
+        statistical_audit.run(task.config, directory, resume=resume, progress=progress)
+    elif task.kind == "sweep":
+        sweep.run(task.config, directory, resume=resume, progress=progress)
+    else:
+        search.run(task.config, directory, resume=resume, progress=progress,
+                   sweep_dir=run_dir(out, task._replace(kind="sweep")))
+    return "resumed" if resume else "ran"
+
+
+def _check_plan(out: Path, record: dict[str, Any]) -> None:
+    """Refuse to mix budgets in one directory: a resumed audit must be the same audit."""
+    path = out / PLAN
+    if path.exists():
+        saved = io.read_json(path)
+        if {k: saved.get(k) for k in ("budget", "seed")} != {k: record[k] for k in
+                                                             ("budget", "seed")}:
+            raise InputError(f"{out} holds an audit with budget {saved.get('budget')!r}, seed "
+                             f"{saved.get('seed')}; use a new --out or the same settings")
+        record = {**record, "relations": list(dict.fromkeys(saved.get("relations", []) +
+                                                            record["relations"]))}
+    out.mkdir(parents=True, exist_ok=True)
+    io.atomic_write(path, lambda f: json.dump(record, f, indent=1))
+
+
+def default_workers() -> int:
+    """Relations audited at once: one per CPU core on a CPU host (a quick audit is mostly XLA
+    compilation, which is single-threaded), one on an accelerator (processes would compete for
+    its memory)."""
+    import jax
+
+    if jax.default_backend() != "cpu":
+        return 1
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
+def _relation_worker(tasks: list[Task], out: str, devices: int) -> list[tuple[str, str, float]]:
+    """Run one relation's tasks in a fresh worker process with ``devices`` CPU devices."""
+    import jax
+
+    jax.config.update("jax_num_cpu_devices", devices)
+    done = []
+    for task in tasks:
+        began = time.perf_counter()
+        state = run_task(task, Path(out), progress=False)
+        done.append((task.kind, state, time.perf_counter() - began))
+    return done
+
+
+def run(spend: Budget, ids: list[str], out: str | os.PathLike, seed: int = 0,
+        progress: bool = True, memory_mb: float = 1024.0, workers: int = 1,
+        log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Audit ``ids`` at budget ``spend`` into ``out``; returns the audit summary (also written to
+    ``out/summary.json``, and the report to ``out/report.md``, ``out/report.html``).
+
+    Args:
+      spend: a :class:`Budget` (see :data:`BUDGETS`).
+      ids: relation ids (see :func:`relation_ids`).
+      out: the audit directory; an existing audit there is resumed (same budget and seed).
+      seed: PRNG seed of every sweep and search.
+      progress: progress bars on stderr (per run with one worker, per relation with several).
+      memory_mb: device memory budget of the sweeps' chunks.
+      workers: relations audited at once, each in its own process (see
+        :func:`default_workers`); the results do not depend on it.
+      log: where one line per finished run goes.
+
+    Returns:
+      ``{"budget", "seed", "seconds", "relations": [verdict dicts]}``.
+    """
+    from jaxpriv import report
+
+    if int(workers) != workers or workers < 1:
+        raise InputError(f"--workers must be a positive integer, got {workers}")
+    out = Path(out)
+    _check_plan(out, {"budget": spend.name, "seed": seed, "relations": ids,
+                      "budget_settings": dataclasses.asdict(spend)})
+    tasks = plan(spend, ids, seed, memory_mb)
+    began = time.perf_counter()
+    verdicts: dict[str, dict] = _previous_verdicts(out)
+
+    def finished(rid: str, done: list[tuple[str, str, float]]) -> None:
+        for kind, state, seconds in done:
+            log(f"{rid} {kind:<6} {state:<7} {seconds:6.1f} s  -> {out / rid / kind}")
+        search_config = next(t.config for t in tasks if t.relation == rid and t.kind == "search")
+        verdicts[rid] = assess(rid, out, search_config)._asdict()
+        summary = _summary(spend, seed, verdicts, time.perf_counter() - began)
+        io.atomic_write(out / SUMMARY, lambda f: json.dump(summary, f, indent=1))
+        log(f"{rid} verdict: {verdicts[rid]['verdict']} (worst slack "
+            f"{_short(verdicts[rid]['worst_slack'])})")
+
+    per_relation = {rid: [t for t in tasks if t.relation == rid] for rid in ids}
+    if workers == 1 or len(ids) == 1:
+        for rid, mine in per_relation.items():
+            done = []
+            for task in mine:
+                t0 = time.perf_counter()
+                done.append((task.kind, run_task(task, out, progress), time.perf_counter() - t0))
+            finished(rid, done)
+    else:
+        _run_parallel(per_relation, out, workers, progress, finished)
+    summary = _summary(spend, seed, verdicts, time.perf_counter() - began)
+    report.write_audit(out, summary)
+    io.atomic_write(out / SUMMARY, lambda f: json.dump(summary, f, indent=1))
+    return summary
+
+
+def _run_parallel(per_relation: dict[str, list[Task]], out: Path, workers: int, progress: bool,
+                  finished: Callable[[str, list], None]) -> None:
+    """Relations in ``workers`` spawned processes (JAX cannot fork), results as they finish."""
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    from tqdm.auto import tqdm
+
+    workers = min(workers, len(per_relation))
+    devices = max(1, (os.cpu_count() or 1) // workers)
+    bar = tqdm(total=len(per_relation), unit="relation", disable=not progress,
+               desc=f"auditing ({workers} workers)")
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        pending = {pool.submit(_relation_worker, mine, str(out), devices): rid
+                   for rid, mine in per_relation.items()}
+        while pending:
+            ready, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in ready:
+                rid = pending.pop(future)
+                finished(rid, future.result())
+                bar.update(1)
+                bar.set_postfix_str(rid)
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    finally:
+        bar.close()
+    pool.shutdown()
+
+
+def _previous_verdicts(out: Path) -> dict[str, dict]:
+    path = out / SUMMARY
+    if not path.exists():
+        return {}
+    return {v["relation"]: v for v in io.read_json(path).get("relations", [])}
+
+
+def _summary(spend: Budget, seed: int, verdicts: dict[str, dict], seconds: float) -> dict:
+    from jaxpriv.report import _versions
+
+    order = list(relations.REGISTRY)
+    rows = sorted(verdicts.values(), key=lambda v: order.index(v["relation"])
+                  if v["relation"] in order else len(order))
+    return {"budget": spend.name, "seed": seed, "seconds": seconds,
+            "budget_settings": dataclasses.asdict(spend), "tight_slack": TIGHT_SLACK,
+            "relations": rows, "versions": _versions()}
+
+
+def _short(v) -> str:
+    return "n/a" if v is None else f"{v:.4g}"
+
+
+# --------------------------------------------------------------------------------------------
+# verdicts
+# --------------------------------------------------------------------------------------------
+
+
+class Verdict(NamedTuple):
+    """What the audit concludes about one relation (all paths relative to the audit directory).
+
+    Attributes:
+      relation, statement, sources, condition: from the registry.
+      verdict: ``"violated"``, ``"violated (certified)"``, ``"tight"`` or ``"loose by ×k"``.
+      worst_slack: the least slack found (verified witness, envelope, or certified curve).
+      where: ``{"premise", "parameter"}`` of the worst point.
+      witness: the file behind the worst slack (``None`` if it is the certified curve).
+      kind: ``"certified"`` (closed-form envelope: the least slack on the grid is exact) or
+        ``"lower bound"`` (the envelope found is a lower bound on the true one, so the least
+        slack found is an upper bound on the true least slack).
+      certified_slack: least certified slack on the search grid, or ``None``.
+      violation_count: verified violations, sweep + search.
+      violations: witness files of verified violations (at most 20 listed).
+      worst_log_slack: natural log of the least slack, where the runs report it (R14's slack
+        underflows float64).
+      sweep_worst_slack, search_worst_slack: each run's own worst slack.
+      search_max_gap: the search's largest relative shortfall from the certified value.
+      seconds: sweep + search time (excluding compilation).
+    """
+
+    relation: str
+    statement: str
+    sources: list[str]
+    condition: str
+    verdict: str
+    worst_slack: float | None
+    where: dict[str, float | None]
+    witness: str | None
+    kind: str
+    certified_slack: float | None
+    violation_count: int
+    violations: list[str]
+    worst_log_slack: float | None
+    sweep_worst_slack: float | None
+    search_worst_slack: float | None
+    search_max_gap: float | None
+    seconds: float
+
+
+def _candidates(out: Path, rid: str, kind: str) -> tuple[dict, list[dict]]:
+    """A run's summary and every (slack, premise, parameter, witness) point it reports."""
+    directory = out / rid / kind
+    summary = io.read_json(directory / SUMMARY)
+    prefix = f"{rid}/{kind}/"
+    points = [{"slack": v["slack"], "premise": v.get("premise"),
+               "parameter": v.get("parameter", _r14_scale(v)),
+               "witness": prefix + v["file"] if v.get("file") else None, "violation": True}
+              for v in summary.get("violation_details", [])]
+    from jaxpriv.report import read_envelope
+
+    for row in read_envelope(directory):
+        if np.isfinite(row["slack"]):
+            points.append({"slack": row["slack"], "premise": row["premise"],
+                           "parameter": row["parameter"],
+                           "witness": prefix + row["witness"] if row["witness"] else None,
+                           "violation": False})
+    return summary, points
+
+
+def _r14_scale(details: dict) -> float | None:
+    """R14's witnesses carry ``T`` and ``κ₁``; its envelope's parameter is ``Tκ₁``."""
+    if isinstance(details.get("kappa1"), (int, float)) and details.get("T") is not None:
+        return float(details["T"]) * float(details["kappa1"])
+    return None
+
+
+def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
+    """Condense a relation's sweep and search run directories (and its certified envelope on
+    the search grid) into a :class:`Verdict`; see the module docstring for the rules."""
+    out = Path(out)
+    relation = relations.get(rid)
+    sweep_summary, points = _candidates(out, rid, "sweep")
+    search_summary, more = _candidates(out, rid, "search")
+    points += more
+    violations = [p for p in points if p["violation"]]
+    count = int(sweep_summary.get("violation_count", 0)) + \
+        int(search_summary.get("violation_count", 0))
+    certified = None
+    cert_point = None
+    if relation.kind == "mechanism":
+        cert = certify.envelope(rid, np.asarray(search_config.grid), search_config.param,
+                                n=search_config.n, r=search_config.r or None)
+        if cert is not None:
+            i = int(np.argmin(cert.min_slack))
+            certified = float(cert.min_slack[i])
+            cert_point = {"slack": certified, "premise": float(search_config.grid[i]),
+                          "parameter": float(search_config.param), "witness": None,
+                          "violation": False}
+    if violations:
+        worst = min(violations, key=lambda p: p["slack"])
+        verdict = "violated"
+    else:
+        worst = min(points, key=lambda p: p["slack"]) if points else None
+        if cert_point and (worst is None or cert_point["slack"] < worst["slack"] * (1 - 1e-6)):
+            # the exact least slack: name the search's witness at that grid point
+            worst = cert_point
+            at = [p for p in more if not p["violation"] and p["premise"] is not None
+                  and abs(p["premise"] - cert_point["premise"]) < 1e-6]
+            if at:
+                worst = {**cert_point, "witness": min(at, key=lambda p: p["slack"])["witness"]}
+        if certified is not None and certified < 1 - relations.RTOL:
+            verdict = "violated (certified)"
+        elif worst is None:
+            verdict = "no data"
+        elif worst["slack"] <= TIGHT_SLACK:
+            verdict = "tight"
+        else:
+            verdict = f"loose by ×{worst['slack']:.3g}"
+    return Verdict(
+        relation=rid, statement=relation.statement, sources=[str(s) for s in relation.sources],
+        condition=relation.condition, verdict=verdict,
+        worst_slack=None if worst is None else _finite(worst["slack"]),
+        where={} if worst is None else {"premise": _finite(worst["premise"]),
+                                        "parameter": _finite(worst["parameter"])},
+        witness=None if worst is None else worst["witness"],
+        kind="certified" if certified is not None else "lower bound",
+        certified_slack=certified, violation_count=count,
+        violations=[p["witness"] for p in sorted(violations, key=lambda p: p["slack"])
+                    if p["witness"]][:20],
+        worst_log_slack=_least(s.get("worst_log_slack") for s in (sweep_summary, search_summary)),
+        sweep_worst_slack=sweep_summary.get("worst_slack"),
+        search_worst_slack=search_summary.get("worst_slack"),
+        search_max_gap=search_summary.get("max_gap"),
+        seconds=float(sweep_summary.get("seconds", 0.0)) + float(search_summary.get("seconds",
+                                                                                    0.0)))
+
+
+def _least(values) -> float | None:
+    finite = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    return min(finite) if finite else None
+
+
+def _finite(v) -> float | None:
+    if v is None:
+        return None
+    v = float(v)
+    return v if math.isfinite(v) else None

@@ -1,0 +1,169 @@
+"""``jaxpriv audit``: verdicts against the certified values and the known findings, the report
+files, resuming, ``jaxpriv show`` and the scripts that redraw the figures."""
+
+import dataclasses
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jaxpriv import InputError, audit, cli
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# the quick budget, trimmed: compilation is most of the cost either way
+SMALL = dataclasses.replace(audit.BUDGETS["quick"], name="small-test", sweep_count=8192,
+                            restarts=8, steps=200, stat_count=2048, stat_grid=4,
+                            stat_restarts=8, stat_steps=200)
+IDS = ["R2", "R6", "R7", "R14"]
+
+
+@pytest.fixture(scope="module")
+def audited(tmp_path_factory):
+    out = tmp_path_factory.mktemp("audit")
+    lines: list[str] = []
+    summary = audit.run(SMALL, IDS, out, progress=False, log=lines.append)
+    return out, summary, lines
+
+
+def verdicts(summary):
+    return {v["relation"]: v for v in summary["relations"]}
+
+
+def test_verdicts_match_the_certified_values_and_known_findings(audited):
+    out, summary, _ = audited
+    v = verdicts(summary)
+    assert list(v) == IDS
+    # R2 (003 Lemma 5.2): certified tight, least slack exactly 1 for x ≤ log(n−1)
+    assert v["R2"]["verdict"] == "tight" and v["R2"]["kind"] == "certified"
+    assert v["R2"]["worst_slack"] == pytest.approx(1.0, abs=1e-6)
+    assert v["R2"]["violation_count"] == 0
+    # R6 (002 Thm IV.7) is false for ξ > 0.628: verified witnesses, slack below 1
+    assert v["R6"]["verdict"] == "violated" and v["R6"]["violation_count"] > 0
+    assert v["R6"]["worst_slack"] < 1 and v["R6"]["where"]["premise"] > 0.628
+    assert (v["R6"]["certified_slack"] or 1) < 1
+    # R7 (004 Thm 1): holds, loose; the exact least slack on the grid is at its lowest point,
+    # (e^{2x}−1)/tanh(x/2) at x = 0.1 (docs/certified.md)
+    x = SMALL.grid[0]
+    assert v["R7"]["kind"] == "certified" and v["R7"]["violation_count"] == 0
+    assert v["R7"]["worst_slack"] == pytest.approx(np.expm1(2 * x) / np.tanh(x / 2), rel=1e-9)
+    assert v["R7"]["verdict"] == f"loose by ×{v['R7']['worst_slack']:.3g}"
+    assert v["R7"]["witness"], "the certified point names the search's witness there"
+    # R14 (003 Lemma C.1) is false for large ε; its slack underflows, its log does not
+    assert v["R14"]["verdict"] == "violated" and v["R14"]["kind"] == "lower bound"
+    assert v["R14"]["worst_log_slack"] < 0
+    for rid in IDS:
+        for path in v[rid]["violations"]:
+            assert (out / path).exists()
+
+
+def test_audit_summary_and_report_files(audited):
+    out, summary, _ = audited
+    on_disk = json.loads((out / "summary.json").read_text())
+    assert on_disk["relations"] == json.loads(json.dumps(summary["relations"]))
+    assert on_disk["budget"] == "small-test" and "versions" in on_disk
+    md = (out / "report.md").read_text()
+    for rid in IDS:
+        assert re.search(rf"^\| {rid} \|", md, re.M), rid
+        assert (out / "figures" / f"{rid}.png").stat().st_size > 10_000
+        assert f"figures/{rid}.png" in md
+    assert "**violated**" in md or "| violated |" in md
+    html = (out / "report.html").read_text()
+    sources = re.findall(r"src='([^']*)'", html)
+    assert len(sources) == len(IDS) + 1 and all(s.startswith("data:image/png;base64,")
+                                                  for s in sources)
+    assert "class='violated'" in html
+    for rid in IDS:
+        for kind in ("sweep", "search"):
+            run = json.loads((out / rid / kind / "summary.json").read_text())
+            assert run["relation"] == rid
+
+
+def test_resumed_audit_runs_nothing_again(audited):
+    out, summary, _ = audited
+    lines: list[str] = []
+    again = audit.run(SMALL, IDS, out, progress=False, log=lines.append)
+    states = [line.split()[2] for line in lines if line.split()[1] in ("sweep", "search")]
+    assert states and set(states) == {"done"}
+    strip = lambda s: [{k: v for k, v in r.items() if k != "seconds"} for r in s["relations"]]
+    assert strip(again) == strip(summary)
+
+
+def test_a_killed_run_is_resumed_from_its_checkpoint(tmp_path):
+    from jaxpriv import sweep
+    budget = dataclasses.replace(SMALL, sweep_count=3 * 4096)
+    task = next(t for t in audit.plan(budget, ["R1"]) if t.kind == "sweep")
+    task = task._replace(config=dataclasses.replace(task.config, chunk=4096, block=1024))
+    sweep.run(task.config, audit.run_dir(tmp_path, task), progress=False, max_chunks=1)
+    assert audit.run_task(task, tmp_path, progress=False) == "resumed"
+    assert audit.run_task(task, tmp_path, progress=False) == "done"
+    straight = tmp_path / "straight"
+    sweep.run(task.config, straight, progress=False)
+    resumed = audit.run_dir(tmp_path, task)
+    assert (resumed / "envelope.csv").read_text() == (straight / "envelope.csv").read_text()
+    for key in ("worst_slack", "violation_count", "count"):
+        assert json.loads((resumed / "summary.json").read_text())[key] == \
+            json.loads((straight / "summary.json").read_text())[key]
+
+
+def test_another_budget_in_the_same_directory_is_refused(audited):
+    out, _, _ = audited
+    with pytest.raises(InputError, match="holds an audit with budget"):
+        audit.run(audit.BUDGETS["quick"], IDS, out, progress=False, log=lambda _: None)
+
+
+def test_parallel_workers_give_the_serial_verdicts(audited, tmp_path):
+    _, serial, _ = audited
+    parallel = audit.run(SMALL, ["R2", "R6"], tmp_path, workers=2, progress=False,
+                         log=lambda _: None)
+    keep = ("verdict", "worst_slack", "where", "witness", "violation_count", "certified_slack")
+    pick = lambda s: {v["relation"]: {k: v[k] for k in keep} for v in s["relations"]}
+    assert pick(parallel) == {rid: pick(serial)[rid] for rid in ("R2", "R6")}
+
+
+def test_show_rechecks_witnesses(audited, capsys):
+    out, summary, _ = audited
+    v = verdicts(summary)
+    code = cli.main(["show", str(out / v["R6"]["witness"])])
+    text = capsys.readouterr().out
+    assert code == 1 and "MBP level" in text and "VIOLATED" in text
+    code = cli.main(["show", str(out / v["R14"]["witness"]), "--json"])
+    assert code == 1 and json.loads(capsys.readouterr().out)["violated"]
+    code = cli.main(["show", str(out / v["R2"]["witness"])])
+    text = capsys.readouterr().out
+    assert code == 0 and "verdict     holds" in text
+
+
+@pytest.mark.parametrize("args, message", [
+    (["audit", "--budget", "huge", "--out", "x"], "--budget must be one of"),
+    (["audit", "--relations", "R1,R99", "--out", "x"], "unknown relation"),
+    (["audit", "--relations", ",", "--out", "x"], "--relations is empty"),
+    (["audit", "--workers", "0", "--relations", "R1", "--out", "x"], "--workers"),
+    (["show", "examples/krr4.json"], "not a witness"),
+    (["show", "/nonexistent.json"], "no such file"),
+])
+def test_bad_audit_and_show_arguments_exit_2(capsys, monkeypatch, tmp_path, args, message):
+    monkeypatch.chdir(ROOT)
+    args = [str(tmp_path / a) if a == "x" else a for a in args]
+    code = cli.main(args)
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and err.count("\n") == 1
+
+
+def test_scripts_redraw_the_report_figures(audited, tmp_path):
+    out, _, _ = audited
+    target = tmp_path / "r6.png"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "plot_audit_figure.py"), str(out),
+                    "R6", "--out", str(target)], check=True, capture_output=True)
+    assert target.stat().st_size > 10_000
+    grid = tmp_path / "grid.pdf"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "plot_audit_grid.py"), str(out),
+                    "--out", str(grid)], check=True, capture_output=True)
+    assert grid.read_bytes()[:4] == b"%PDF"
+    bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "plot_audit_figure.py"),
+                          str(out), "R1"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "not in the audit" in bad.stderr
