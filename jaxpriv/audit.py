@@ -419,9 +419,16 @@ def _candidates(out: Path, rid: str, kind: str) -> tuple[dict, list[dict]]:
     for row in read_envelope(directory):
         if np.isfinite(row["slack"]):
             points.append({"slack": row["slack"], "premise": row["premise"],
-                           "parameter": row["parameter"],
+                           "parameter": row["parameter"], "x": row["x"],
                            "witness": prefix + row["witness"] if row["witness"] else None,
                            "violation": False})
+    worst = summary.get("worst")  # a sweep's lowest-slack mechanism, at its own levels
+    if worst and worst.get("slack") is not None and not any(
+            p["violation"] and p["witness"] == prefix + str(worst.get("file")) for p in points):
+        points.append({"slack": worst["slack"], "premise": worst["premise"],
+                       "parameter": worst["parameter"],
+                       "witness": prefix + worst["file"] if worst.get("file") else None,
+                       "violation": False})
     return summary, points
 
 
@@ -462,8 +469,8 @@ def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
         if cert_point and (worst is None or cert_point["slack"] < worst["slack"] * (1 - 1e-6)):
             # the exact least slack: name the search's witness at that grid point
             worst = cert_point
-            at = [p for p in more if not p["violation"] and p["premise"] is not None
-                  and abs(p["premise"] - cert_point["premise"]) < 1e-6]
+            at = [p for p in more if not p["violation"] and p.get("x") is not None
+                  and abs(p["x"] - cert_point["premise"]) < 1e-9]
             if at:
                 worst = {**cert_point, "witness": min(at, key=lambda p: p["slack"])["witness"]}
         if certified is not None and certified < 1 - relations.RTOL:

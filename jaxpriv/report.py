@@ -83,17 +83,29 @@ def envelope_rows(out_dir: Path, result, relation: relations.Relation) -> list[d
     return rows
 
 
-def worst_slack(result, relation: relations.Relation) -> float | None:
-    """Float64 slack of the overall lowest-slack mechanism (``None`` if none qualified)."""
+def worst_slack(result, relation: relations.Relation, out_dir: Path | None = None
+                ) -> tuple[float | None, dict | None]:
+    """Float64 slack of the overall lowest-slack mechanism (``None`` if none qualified), and
+    where it is: ``{"file", "premise", "parameter", "slack"}`` (with ``out_dir``, the mechanism
+    is saved as ``witnesses/worst.json``; a verified violation, if lower, is named instead)."""
     from jaxpriv.sweep import record_mechanism, setup_for
 
     worst = jax.tree_util.tree_map(np.asarray, result.state.worst)
     if worst.score[0] == -np.inf:
-        return None
+        return None, None
     mech = record_mechanism(result.config, worst, 0)
-    slack = float(relation.check(mech, **setup_for(result.config.relation).options).slack)
-    found = [v["slack"] for v in result.violations]
-    return min([slack, *found])
+    options = setup_for(result.config.relation).options
+    checked = relation.check(mech, **options)
+    point = {"file": None, "premise": float(checked.premise),
+             "parameter": float(checked.parameter), "slack": float(checked.slack)}
+    if out_dir is not None:
+        io.save_mechanism(out_dir / "witnesses" / "worst.json", mech, relation=relation.id,
+                          index=int(worst.index[0]), **options)
+        point["file"] = "witnesses/worst.json"
+    for found in result.violations:
+        if found["slack"] < point["slack"]:
+            point = {key: found.get(key) for key in ("file", "premise", "parameter", "slack")}
+    return point["slack"], point
 
 
 def write_sweep(out_dir: Path, result, relation: relations.Relation) -> dict:
@@ -104,7 +116,7 @@ def write_sweep(out_dir: Path, result, relation: relations.Relation) -> dict:
         writer = csv.DictWriter(f, fieldnames=ENVELOPE_COLUMNS)
         writer.writeheader()
         writer.writerows(rows)
-    worst = worst_slack(result, relation)
+    worst, where = worst_slack(result, relation, out_dir)
     summary = {
         **_about(config, relation),
         "count": config.count,
@@ -113,6 +125,7 @@ def write_sweep(out_dir: Path, result, relation: relations.Relation) -> dict:
         "mechanisms_per_second": config.count / result.seconds if result.seconds else None,
         "compile_seconds": result.compile_seconds,
         "worst_slack": worst,
+        "worst": where,
         "violation_count": result.violation_count,
         "violations": [v["file"] for v in result.violations if v["file"]],
         "violation_details": result.violations,

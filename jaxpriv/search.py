@@ -224,7 +224,8 @@ def clip_grid(relation: relations.Relation, grid) -> tuple[float, ...]:
     if 2 * len(kept) >= len(grid):
         return kept
     count = max(len(grid), 2)
-    return tuple(float(v) for v in np.linspace(limit / count, limit, count))
+    top = limit * (1 - 1e-9)  # a witness retracted to the limit may round just above it
+    return tuple(float(v) for v in np.linspace(top / count, top, count))
 
 
 def make_config(relation: str, n: int, m: int, grid, **overrides) -> SearchConfig:
