@@ -664,7 +664,7 @@ def write_audit(out: Path, summary: dict) -> None:
              f"in closed form (docs/certified.md); *lower bound*: the envelope found is a lower "
              f"bound on the true one, so the true least slack is at most the one shown. "
              f"Re-check any witness with `jaxpriv show DIR/WITNESS.json`.")
-    md = ["# jaxpriv audit report", "", intro.replace("**", "**"), "",
+    md = ["# jaxpriv audit report", "", intro, "",
           "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     md += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
     md += ["", f"![all relations]({FIGURES}/grid.png)", ""]
