@@ -461,8 +461,8 @@ def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
             cert_point = {"slack": certified, "premise": float(search_config.grid[i]),
                           "parameter": float(search_config.param), "witness": None,
                           "violation": False}
-    if violations:
-        worst = min(violations, key=lambda p: p["slack"])
+    if violations or count:
+        worst = _worst_violation(out, points)
         verdict = "violated"
     else:
         worst = min(points, key=lambda p: p["slack"]) if points else None
@@ -498,6 +498,19 @@ def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
         search_max_gap=search_summary.get("max_gap"),
         seconds=float(sweep_summary.get("seconds", 0.0)) + float(search_summary.get("seconds",
                                                                                     0.0)))
+
+
+def _worst_violation(out: Path, points: list[dict]) -> dict | None:
+    """The lowest-slack point that is a verified violation: a listed one, or an envelope point
+    below 1 whose witness file re-checks as violated (the engines save only the first
+    violations as files, so the worst one may be an envelope point)."""
+    for point in sorted(points, key=lambda p: p["slack"]):
+        if point["violation"]:
+            return point
+        if point["slack"] < 1 and point["witness"] and bool(
+                certify.check_witness(out / point["witness"]).violated):
+            return {**point, "violation": True}
+    return None
 
 
 def _least(values) -> float | None:

@@ -147,6 +147,26 @@ def verify_witness(relation: relations.Relation, mech: Mechanism, options: dict[
     return {"file": str(path), "index": int(index), **levels_dict(again)}
 
 
+WITNESS_OPTIONS = ("law", "q", "mu", "alpha", "d_true")
+
+
+def witness_check_arguments(extras: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """``(parameter, options)`` a witness file's extra fields give its relation's check."""
+    return (extras.get("eps", extras.get("beta")),
+            {key: extras.get(key) for key in WITNESS_OPTIONS})
+
+
+def check_witness(path: str | Path) -> relations.CheckResult:
+    """Re-check a witness file (``{"relation": id, ...}``) from scratch in float64."""
+    data = io.read_json(path)
+    relation = relations.get(str(data.get("relation")))
+    if relation.kind == "statistical":
+        return relation.check(**{k: data.get(k) for k in relation.fields})
+    mech, extras = io.load_mechanism(path)
+    parameter, options = witness_check_arguments(extras)
+    return relation.check(mech, parameter=parameter, **options)
+
+
 def levels_dict(result: relations.CheckResult) -> dict[str, float]:
     return {"premise": float(result.premise), "parameter": float(result.parameter),
             "conclusion": float(result.conclusion), "bound": float(result.bound),

@@ -241,13 +241,14 @@ def _check(args) -> int:
     if extras.get("relation") not in (None, relation.id):
         print(f"jaxpriv: note: the file is a witness for {extras['relation']}, "
               f"checking {relation.id}", file=sys.stderr)
-    options = {key: extras.get(key) for key in ("law", "q", "mu", "alpha", "d_true")}
+    from jaxpriv import certify
+
+    parameter, options = certify.witness_check_arguments(extras)
     for key in ("law", "mu", "alpha", "d_true"):
         if getattr(args, key) is not None:
             options[key] = getattr(args, key)
-    parameter = args.parameter
-    if parameter is None:
-        parameter = extras.get("eps", extras.get("beta"))
+    if args.parameter is not None:
+        parameter = args.parameter
     result = relation.check(mech, parameter=parameter, **options)
     return _report_check(relation, result, args.json)
 

@@ -46,6 +46,11 @@ def test_verdicts_match_the_certified_values_and_known_findings(audited):
     assert v["R6"]["verdict"] == "violated" and v["R6"]["violation_count"] > 0
     assert v["R6"]["worst_slack"] < 1 and v["R6"]["where"]["premise"] > 0.628
     assert (v["R6"]["certified_slack"] or 1) < 1
+    # the worst is the lowest verified slack of either run, even past the saved-file cap, and
+    # its witness re-checks as violated
+    assert v["R6"]["worst_slack"] == pytest.approx(
+        min(v["R6"]["sweep_worst_slack"], v["R6"]["search_worst_slack"]), rel=1e-9)
+    assert certify.check_witness(out / v["R6"]["witness"]).violated
     # R7 (004 Thm 1): holds, loose; the exact least slack (e^{2x}−1)/tanh(x/2) (docs/certified.md)
     # falls to 4 as x → 0: on the grid it is least at its lowest point, the sweep's worst
     # mechanism may sit lower still, never below the certified value at its own level
