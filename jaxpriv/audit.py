@@ -182,12 +182,14 @@ def _finished(directory: Path, config) -> bool:
     return saved == json.loads(json.dumps(dataclasses.asdict(config)))
 
 
-def _checkpoint(task: Task) -> str | None:
+def checkpoint_file(config) -> str | None:
+    """The file a killed sweep or search resumes from (``None``: R14/R15 searches are short and
+    restart)."""
     from jaxpriv import search, statistical_audit, sweep
 
-    if isinstance(task.config, statistical_audit.StatConfig):
-        return statistical_audit.CHECKPOINT if task.kind == "sweep" else None
-    return sweep.CHECKPOINT if task.kind == "sweep" else search.STATE_FILE
+    if isinstance(config, statistical_audit.StatConfig):
+        return statistical_audit.CHECKPOINT if config.mode == "sweep" else None
+    return sweep.CHECKPOINT if isinstance(config, sweep.SweepConfig) else search.STATE_FILE
 
 
 def run_task(task: Task, out: Path, progress: bool = True) -> str:
@@ -198,7 +200,7 @@ def run_task(task: Task, out: Path, progress: bool = True) -> str:
     directory = run_dir(out, task)
     if _finished(directory, task.config):
         return "done"
-    checkpoint = _checkpoint(task)
+    checkpoint = checkpoint_file(task.config)
     resume = checkpoint is not None and (directory / checkpoint).exists()
     if isinstance(task.config, statistical_audit.StatConfig):
         statistical_audit.run(task.config, directory, resume=resume, progress=progress)
@@ -236,17 +238,22 @@ def default_workers() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
 
-def _relation_worker(tasks: list[Task], out: str, devices: int) -> list[tuple[str, str, float]]:
-    """Run one relation's tasks in a fresh worker process with ``devices`` CPU devices."""
-    import jax
-
-    jax.config.update("jax_num_cpu_devices", devices)
+def _run_relation(tasks: list[Task], out: Path, progress: bool) -> list[tuple[str, str, float]]:
+    """Run one relation's tasks in order: ``(kind, state, seconds)`` per task."""
     done = []
     for task in tasks:
         began = time.perf_counter()
-        state = run_task(task, Path(out), progress=False)
+        state = run_task(task, out, progress)
         done.append((task.kind, state, time.perf_counter() - began))
     return done
+
+
+def _relation_worker(tasks: list[Task], out: str, devices: int) -> list[tuple[str, str, float]]:
+    """:func:`_run_relation` in a fresh worker process with ``devices`` CPU devices."""
+    import jax
+
+    jax.config.update("jax_num_cpu_devices", devices)
+    return _run_relation(tasks, Path(out), progress=False)
 
 
 def run(spend: Budget, ids: list[str], out: str | os.PathLike, seed: int = 0,
@@ -288,16 +295,12 @@ def run(spend: Budget, ids: list[str], out: str | os.PathLike, seed: int = 0,
         summary = _summary(spend, seed, verdicts, time.perf_counter() - began)
         io.atomic_write(out / SUMMARY, lambda f: json.dump(summary, f, indent=1))
         log(f"{rid} verdict: {verdicts[rid]['verdict']} (worst slack "
-            f"{_short(verdicts[rid]['worst_slack'])})")
+            f"{report.format_number(verdicts[rid]['worst_slack'])})")
 
     per_relation = {rid: [t for t in tasks if t.relation == rid] for rid in ids}
     if workers == 1 or len(ids) == 1:
         for rid, mine in per_relation.items():
-            done = []
-            for task in mine:
-                t0 = time.perf_counter()
-                done.append((task.kind, run_task(task, out, progress), time.perf_counter() - t0))
-            finished(rid, done)
+            finished(rid, _run_relation(mine, out, progress))
     else:
         _run_parallel(per_relation, out, workers, progress, finished)
     summary = _summary(spend, seed, verdicts, time.perf_counter() - began)
@@ -355,10 +358,6 @@ def _summary(spend: Budget, seed: int, verdicts: dict[str, dict], seconds: float
             "relations": rows, "versions": _versions()}
 
 
-def _short(v) -> str:
-    return "n/a" if v is None else f"{v:.4g}"
-
-
 # --------------------------------------------------------------------------------------------
 # verdicts
 # --------------------------------------------------------------------------------------------
@@ -411,7 +410,7 @@ def _candidates(out: Path, rid: str, kind: str) -> tuple[dict, list[dict]]:
     summary = io.read_json(directory / SUMMARY)
     prefix = f"{rid}/{kind}/"
     points = [{"slack": v["slack"], "premise": v.get("premise"),
-               "parameter": v.get("parameter", _r14_scale(v)),
+               "parameter": v.get("parameter"),
                "witness": prefix + v["file"] if v.get("file") else None, "violation": True}
               for v in summary.get("violation_details", [])]
     from jaxpriv.report import read_envelope
@@ -430,13 +429,6 @@ def _candidates(out: Path, rid: str, kind: str) -> tuple[dict, list[dict]]:
                        "witness": prefix + worst["file"] if worst.get("file") else None,
                        "violation": False})
     return summary, points
-
-
-def _r14_scale(details: dict) -> float | None:
-    """R14's witnesses carry ``T`` and ``κ₁``; its envelope's parameter is ``Tκ₁``."""
-    if isinstance(details.get("kappa1"), (int, float)) and details.get("T") is not None:
-        return float(details["T"]) * float(details["kappa1"])
-    return None
 
 
 def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:

@@ -161,7 +161,7 @@ def check_witness(path: str | Path) -> relations.CheckResult:
     data = io.read_json(path)
     relation = relations.get(str(data.get("relation")))
     if relation.kind == "statistical":
-        return relation.check(**{k: data.get(k) for k in relation.fields})
+        return relation.check(**data)
     mech, extras = io.load_mechanism(path)
     parameter, options = witness_check_arguments(extras)
     return relation.check(mech, parameter=parameter, **options)

@@ -454,25 +454,20 @@ def _audit(args) -> int:
 
 def _show(args) -> int:
     """A witness: its levels (mechanisms) or setting (R14, R15), then its relation re-checked."""
-    from jaxpriv import io, relations
+    from jaxpriv import certify, io, relations
 
     data = io.read_json(args.file)
     if not isinstance(data, dict) or not data.get("relation"):
         raise InputError(f"{args.file}: not a witness (no 'relation' field); use 'jaxpriv eval' "
                          "for a mechanism, 'jaxpriv check RELATION FILE' to check one")
     relation = relations.get(str(data["relation"]))
-    if relation.kind == "statistical":
-        if not args.json:
-            fields = ", ".join(f"{k} = {_fmt(_plain(data[k]))}" for k in relation.fields
-                               if k in data)
-            print(f"setting: {fields}")
-        return _check_statistical(relation, args)
-    if not args.json:
+    if not args.json and relation.kind == "statistical":
+        print("setting: " + ", ".join(f"{k} = {_fmt(_plain(data[k]))}" for k in relation.fields
+                                      if k in data))
+    elif not args.json:
         _eval(argparse.Namespace(file=args.file, json=False))
         print()
-    args.relation, args.parameter = relation.id, None
-    args.law = args.mu = args.alpha = args.d_true = None
-    return _check(args)
+    return _report_check(relation, certify.check_witness(args.file), args.json)
 
 
 def _relation_ids(text: str) -> list[str]:
@@ -486,24 +481,19 @@ def _relation_ids(text: str) -> list[str]:
 def _runs(args, configs):
     """``(config, run directory, resume?)`` per run: one sub-directory per relation when there
     are several; with ``--resume``, a relation the killed run never reached starts afresh (and
-    a finished search, which keeps no checkpoint, is not run again)."""
+    a finished run without a checkpoint, an R14/R15 search, is not run again)."""
     from pathlib import Path
 
-    from jaxpriv import search, statistical_audit, sweep
+    from jaxpriv.audit import checkpoint_file
 
     out = Path(args.out)
     for config in configs:
         run_dir = out / config.relation if len(configs) > 1 else out
-        if isinstance(config, statistical_audit.StatConfig):
-            if config.mode == "search":
-                if args.resume and (run_dir / "summary.json").exists():
-                    continue
+        checkpoint = checkpoint_file(config)
+        if checkpoint is None:
+            if not (args.resume and (run_dir / "summary.json").exists()):
                 yield config, run_dir, False
-                continue
-            checkpoint = statistical_audit.CHECKPOINT
-        else:
-            checkpoint = sweep.CHECKPOINT if isinstance(config, sweep.SweepConfig) \
-                else search.STATE_FILE
+            continue
         resume = args.resume and (len(configs) == 1 or (run_dir / checkpoint).exists())
         yield config, run_dir, resume
 

@@ -244,6 +244,21 @@ def _normalized(relation, rows, key="conclusion"):
     return [r[key] for r in rows]
 
 
+def sweep_envelope(relation, rows: list[dict], param: float) -> list[dict]:
+    """The sweep rows comparable with a claim at condition parameter ``param``: cells whose
+    parameter bin lies at or below it (all cells for R6, whose bound scales with the measured
+    β), the best one per premise bin, sorted by ``x``, each with its plotted ``value``."""
+    ratio = relation.conclusion == "pac_gamma"
+    best: dict[float, dict] = {}
+    for r in rows:
+        if not (ratio or not np.isfinite(r.get("param", np.nan)) or r["param"] <= param + 1e-12):
+            continue
+        value = _normalized(relation, [r])[0]
+        if np.isfinite(value) and (r["x"] not in best or value > best[r["x"]]["value"]):
+            best[r["x"]] = {**r, "value": value}
+    return [best[x] for x in sorted(best)]
+
+
 def plot_search(path: Path, rows: list[dict], config, relation: relations.Relation,
                 sweep_rows: list[dict] | None = None) -> None:
     """Claimed bound, search envelope, certified curve and (optionally) the sweep envelope;
@@ -276,17 +291,8 @@ def plot_search(path: Path, rows: list[dict], config, relation: relations.Relati
              label=f"search envelope ({config.restarts} restarts/point)")
     bottom.plot(xs, [r["slack"] for r in rows], "o", ms=4, color="tab:blue", label="search")
     if sweep_rows:
-        picked = [r for r in sweep_rows if not np.isfinite(r.get("param", np.nan))
-                  or r["param"] <= config.param + 1e-12 or ratio]
-        picked.sort(key=lambda r: r["x"])
-        if ratio:
-            best: dict[float, dict] = {}
-            for r in picked:
-                if r["parameter"] > 0 and (r["x"] not in best or r["conclusion"] / r["parameter"]
-                                           > best[r["x"]]["conclusion"] / best[r["x"]]["parameter"]):
-                    best[r["x"]] = r
-            picked = [best[k] for k in sorted(best)]
-        top.step([r["x"] for r in picked], _normalized(relation, picked), where="pre",
+        picked = sweep_envelope(relation, sweep_rows, config.param)
+        top.step([r["x"] for r in picked], [r["value"] for r in picked], where="pre",
                  color="tab:orange", label="sweep envelope")
         bottom.plot([r["x"] for r in picked], [r["slack"] for r in picked], "s", ms=3,
                     color="tab:orange", label="sweep")
@@ -480,14 +486,8 @@ def _draw_mechanism(ax, slack_ax, relation, config: dict, sweep_rows, search_row
     ratio = relation.conclusion == "pac_gamma"
     param = float(config.get("param", 0.0))
     search_x = np.array([r["x"] for r in search_rows])
-    picked = [r for r in sweep_rows if not np.isfinite(r.get("param", np.nan))
-              or r["param"] <= param + 1e-12 or ratio]
-    best: dict[float, dict] = {}
-    for r in picked:
-        value = _normalized(relation, [r])[0]
-        if np.isfinite(value) and (r["x"] not in best or value > best[r["x"]]["value"]):
-            best[r["x"]] = {**r, "value": value}
-    sweep_x = sorted(best)
+    sweep = sweep_envelope(relation, sweep_rows, param)
+    sweep_x = [r["x"] for r in sweep]
     top = max([*search_x, *sweep_x, 1e-3])
     grid = np.linspace(0, top, 400)[1:]
     with jax.enable_x64(True):
@@ -506,17 +506,17 @@ def _draw_mechanism(ax, slack_ax, relation, config: dict, sweep_rows, search_row
                     label=f"certified supremum (n={config['n']})")
         slack_ax.plot(grid, np.maximum(cert.min_slack, 1e-3), "-", color="tab:purple", lw=0.8,
                       alpha=0.6, label="certified slack")
-    if sweep_x:
-        ax.step(sweep_x, [best[x]["value"] for x in sweep_x], where="pre", color="tab:orange",
+    if sweep:
+        ax.step(sweep_x, [r["value"] for r in sweep], where="pre", color="tab:orange",
                 lw=1.2, label="sweep envelope")
-        slack_ax.plot(sweep_x, [max(best[x]["slack"], 1e-3) for x in sweep_x], "s", ms=2.5,
+        slack_ax.plot(sweep_x, [max(r["slack"], 1e-3) for r in sweep], "s", ms=2.5,
                       color="tab:purple", alpha=0.5, label="sweep slack")
     if len(search_x):
         ax.plot(search_x, _normalized(relation, search_rows), "o", ms=3.5, color="tab:blue",
                 label="search envelope")
         slack_ax.plot(search_x, [max(r["slack"], 1e-3) for r in search_rows], "^", ms=3,
                       color="tab:purple", label="search slack")
-    _value_axis(ax, claim, [*(best[x]["value"] for x in sweep_x), *sup,
+    _value_axis(ax, claim, [*(r["value"] for r in sweep), *sup,
                             *_normalized(relation, search_rows)])
     ax.set_xlim(0, top)
     unit = "" if relation.premise in ("sp", "bsp") else ", nats"
@@ -612,12 +612,9 @@ def plot_grid(out: Path, path: Path, ids: list[str] | None = None, columns: int 
 
 
 def _slack_text(v: dict) -> str:
-    s = v["worst_slack"]
-    if s is None:
-        return "n/a"
-    if s == 0 and v.get("worst_log_slack") is not None:
+    if v["worst_slack"] == 0 and v.get("worst_log_slack") is not None:
         return f"0 (log {v['worst_log_slack']:.4g})"
-    return f"{s:.4g}"
+    return format_number(v["worst_slack"])
 
 
 def _where_text(v: dict) -> str:
@@ -702,13 +699,14 @@ def _details(v: dict) -> list[str]:
         lines.append(f"certified least slack on the search grid: {v['certified_slack']:.6g}"
                      + ("" if v.get("search_max_gap") is None else
                         f"; the search reaches it to {v['search_max_gap']:.2%}"))
-    lines.append(f"sweep worst slack {_short(v['sweep_worst_slack'])}, search worst slack "
-                 f"{_short(v['search_worst_slack'])}; verified violations "
-                 f"{v['violation_count']:,}")
+    lines.append(f"sweep worst slack {format_number(v['sweep_worst_slack'])}, "
+                 f"search worst slack {format_number(v['search_worst_slack'])}; "
+                 f"verified violations {v['violation_count']:,}")
     if v.get("witness"):
         lines.append(f"witness: {v['witness']} (jaxpriv show {v['witness']})")
     return lines
 
 
-def _short(x) -> str:
+def format_number(x) -> str:
+    """A level for a sentence: 4 significant digits, "n/a" for None."""
     return "n/a" if x is None else f"{x:.4g}"

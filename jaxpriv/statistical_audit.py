@@ -253,7 +253,7 @@ def _verify(relation_id: str, fields: dict[str, Any], out_dir: Path | None, name
     if not bool(checked.violated):
         return None
     found = {"file": None, "slack": float(checked.slack), "premise": float(checked.premise),
-             "conclusion": float(checked.conclusion), "bound": float(checked.bound), **fields}
+             "parameter": float(checked.parameter), "conclusion": float(checked.conclusion), "bound": float(checked.bound), **fields}
     if out_dir is not None:
         target = out_dir / "witnesses" / f"{name}.json"
         target.parent.mkdir(parents=True, exist_ok=True)
