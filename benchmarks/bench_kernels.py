@@ -38,8 +38,8 @@ def jaxpriv_core(log_K, log_prior):
             jnp.max(notions.abp_record_kernel(log_K, log_prior, log_prior), axis=-1))
 
 
-def fused_core(log_K, log_prior):
-    levels = fused.record_levels(log_K, log_prior, log_prior)
+def fused_core(log_K, log_prior, tile=None):
+    levels = fused.record_levels(log_K, log_prior, log_prior, tile=tile)
     return levels.ldp, levels.mbp, levels.abp
 
 
@@ -88,7 +88,7 @@ def timed(fn, repeats):
     return best
 
 
-def bench(n, batch, repeats, seed=0):
+def bench(n, batch, repeats, tile=None, seed=0):
     rng = np.random.default_rng(seed)
     K64 = rng.dirichlet(np.ones(n), size=(batch, n))
     prior64 = rng.dirichlet(np.ones(n), size=batch)
@@ -96,7 +96,7 @@ def bench(n, batch, repeats, seed=0):
     log_prior = jnp.asarray(np.log(prior64), jnp.float32)
     K32, prior32 = jnp.exp(log_K), jnp.exp(log_prior)
 
-    fast, sharding = sharded(fused_core)
+    fast, sharding = sharded(lambda log_K, log_prior: fused_core(log_K, log_prior, tile))
     log_K_sharded = jax.device_put(log_K, sharding)
     log_prior_sharded = jax.device_put(log_prior, sharding)
     reference = jax.jit(jaxpriv_core)
@@ -129,6 +129,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--cpu-devices", type=int, default=os.cpu_count() or 1,
                         help="JAX devices to split a CPU into (default: one per core)")
+    parser.add_argument("--tile", type=int, help="fused kernel's mechanisms per tile "
+                        "(default: fused.default_tile)")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
     jax.config.update("jax_num_cpu_devices", args.cpu_devices)
@@ -140,7 +142,7 @@ def main():
     for n in args.sizes:
         batch = args.batch if n <= 8 else max(1000, int(args.batch * (8 / n) ** 2))
         batch -= batch % jax.device_count()
-        row = bench(n, batch, args.repeats)
+        row = bench(n, batch, args.repeats, args.tile)
         rows.append(row)
         print(f"{n:>4} {batch:>8} {row['fused_per_s']:>10.3e} "
               f"{row['reference_kernels_per_s']:>10.3e} {row['naive_vmap_per_s']:>10.3e} "

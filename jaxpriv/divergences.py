@@ -77,6 +77,37 @@ def js_terms(total: Float[Array, "..."], difference: Float[Array, "..."]) -> Flo
     return jnp.where(occupied, 0.25 * total * g, 0.0)
 
 
+_SCREEN_SERIES = tuple(1.0 / (k * (2 * k - 1)) for k in range(1, 7))
+_SCREEN_RADIUS_SQUARED = 1.0 / 16.0
+
+
+def js_terms_fast(total: Float[Array, "..."], difference: Float[Array, "..."]) -> Float[Array, "..."]:
+    """:func:`js_terms` at about half the cost, accurate to float32 rounding; for the fused screen.
+
+    With ``g(t) = (1+t)·log(1+t) + (1−t)·log(1−t)`` (the term is ``¼·(P+Q)·g(t)``): for
+    ``t² ≤ 1/16`` the series ``g = Σ_k t^{2k} / (k(2k−1))`` cut after six terms (remainder
+    < 1e-9 relative), beyond it two plain ``log`` (XLA's ``log1p`` and ``atanh`` cost 2–3× a
+    ``log``; for ``|t| > 1/4`` the cancellation in ``g`` is at most a factor 5). Relative error
+    ≤ 2e-6 in float32 against the float64 reference (tested). Float64 input gets
+    :func:`js_terms` itself: six terms are not enough at float64 precision.
+    """
+    if jnp.result_type(total, difference) == jnp.float64:
+        return js_terms(total, difference)
+    t, occupied = _relative_difference(total, difference)
+    u = t * t
+    small = u <= _SCREEN_RADIUS_SQUARED
+    us = jnp.where(small, u, 0.0)
+    series = _SCREEN_SERIES[-1]
+    for c in reversed(_SCREEN_SERIES[:-1]):
+        series = series * us + c
+    series = series * us
+    a = jnp.where(small, 0.5, jnp.abs(t))  # the log branch sees only |t| > 1/4
+    rest = 1.0 - a
+    rest_log_rest = jnp.where(rest > 0, rest * jnp.log(jnp.where(rest > 0, rest, 1.0)), 0.0)
+    g = jnp.where(small, series, (1.0 + a) * jnp.log(1.0 + a) + rest_log_rest)
+    return jnp.where(occupied, 0.25 * total * g, 0.0)
+
+
 def js(p: Float[Array, "... k"], q: Float[Array, "... k"]) -> Float[Array, "..."]:
     """Jensen–Shannon divergence ``½KL(P‖M) + ½KL(Q‖M)``, ``M = (P+Q)/2``, in nats.
 

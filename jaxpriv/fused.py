@@ -77,49 +77,60 @@ def record_levels_minor(log_K: Float[Array, "n m t"], log_prior: Float[Array, "n
     Returns:
       :class:`RecordLevels`, each of shape ``(t,)``.
     """
-    top = jnp.max(log_K, axis=0)
+    # Reductions over the short secret axis are written as elementwise chains over its slices:
+    # XLA:CPU then keeps them in its loop fusions instead of calling a reduction library.
+    top = _over_secrets(jnp.maximum, log_K)  # (m, t)
     occurs = top > NEG_INF
-    spread = jnp.where(occurs, top - jnp.where(occurs, jnp.min(log_K, axis=0), 0.0), 0.0)
-    ldp = jnp.max(spread, axis=0)
+    safe_top = jnp.where(occurs, top, 0.0)
+    spread = jnp.where(occurs, top - jnp.where(occurs, _over_secrets(jnp.minimum, log_K), 0.0),
+                       0.0)
+    ldp = _over_secrets(jnp.maximum, spread)
 
-    joint = log_prior[:, None] + log_K
-    joint_top = jnp.max(joint, axis=0)
-    possible = joint_top > NEG_INF  # p(w) > 0, shape (m, t)
-    safe_top = jnp.where(possible, joint_top, 0.0)
-    total = jnp.where(possible, jnp.sum(jnp.exp(joint - safe_top), axis=0), 1.0)
-    log_p = safe_top + jnp.log(total)
-    log_ratio = jnp.where(possible, log_K - log_p, 0.0)
-    counted = log_prior > NEG_INF
-    mbp = jnp.max(jnp.where(counted[:, None] & possible, jnp.abs(log_ratio), 0.0), axis=(0, 1))
-
+    # Column-scaled mechanism R = K / max_d K (entries in [0, 1], 1 at the top): the marginal
+    # p(w) = e^{top(w)}·q(w) with q = Σ_d π(d)·R[d,w] cannot underflow where K itself would.
+    scaled = jnp.exp(log_K - safe_top)
     prior = jnp.exp(log_prior)
     belief = jnp.exp(log_belief)
-    p = jnp.where(possible, jnp.exp(log_p), 1.0)
-    K = jnp.exp(log_K)
-    # Y[d,w] = K[d,w] − p(w): the record law of d minus the marginal; Z = π·Y/p = P − π: the
-    # posterior shift. A law with mass on impossible outputs (only when π(d*) = 0, which the
-    # level skips) is renormalized to the possible ones, as notions.abp_kernel does.
-    # (Deriving K and p from the logsumexp's exponentials instead saves 64 exps per mechanism
-    # but was measured ~15% slower: XLA then fuses the passes worse.)
-    deviation = jnp.where(possible, K - p, 0.0)
-    mass = jnp.sum(jnp.where(possible, K, 0.0), axis=1)
-    scale = jnp.where(mass > 0, 1.0 / jnp.where(mass > 0, mass, 1.0), 0.0)
-    shift = prior[:, None] * deviation / p
-    delta = scale[:, None] * _gram(deviation, shift)  # F^A_{d*=a}(c) − π(c)
-    js = divergences.js_from_moments(jnp.maximum(prior + belief + delta, 0.0),
-                                     delta + (prior - belief), axis=1)
+    q = _over_secrets(jnp.add, prior[:, None] * scaled)
+    possible = q > 0  # p(w) > 0
+    safe_q = jnp.where(possible, q, 1.0)
+    log_p = safe_top + jnp.log(safe_q)
+    counted = log_prior > NEG_INF
+    mbp_per_output = _over_secrets(jnp.maximum, jnp.where(
+        counted[:, None] & possible, jnp.abs(jnp.where(possible, log_K - log_p, 0.0)), 0.0))
+    mbp = _over_secrets(jnp.maximum, mbp_per_output)
+
+    # Y[d,w] = K[d,w] − p(w) = e^{top}·(R − q): the record law of d minus the marginal;
+    # Z = π·Y/p = π·(R − q)/q = P − π: the posterior shift. Rows of secrets with π(d) = 0 (the
+    # only ones that can put mass on impossible outputs) are computed but never counted.
+    centred = jnp.where(possible, scaled - q, 0.0)
+    deviation = jnp.exp(jnp.where(occurs, top, NEG_INF)) * centred
+    shift = prior[:, None] * centred / safe_q
+    delta = _gram(deviation, shift)  # F^A_{d*=a}(c) − π(c)
+    js_terms = divergences.js_terms_fast(jnp.maximum(prior + belief + delta, 0.0),
+                                         delta + (prior - belief))
+    js = jnp.clip(_over_secrets(jnp.add, jnp.moveaxis(js_terms, 1, 0)), 0.0, divergences.LN2)
     positive = js > 0
     abp_vector = jnp.where(positive, jnp.sqrt(jnp.where(positive, js, 1.0)), 0.0)
-    abp = jnp.max(jnp.where(counted, abp_vector, 0.0), axis=0)
+    abp = _over_secrets(jnp.maximum, jnp.where(counted, abp_vector, 0.0))
 
-    bottom = jnp.min(log_prior, axis=0)
+    bottom = _over_secrets(jnp.minimum, log_prior)
     eps_unif = jnp.where(bottom > NEG_INF,
-                         jnp.max(log_prior, axis=0) - jnp.where(bottom > NEG_INF, bottom, 0.0),
+                         _over_secrets(jnp.maximum, log_prior) - jnp.where(bottom > NEG_INF,
+                                                                           bottom, 0.0),
                          jnp.inf)
     both_zero = (log_belief == NEG_INF) & (log_prior == NEG_INF)
-    eps_bel = jnp.max(jnp.abs(jnp.where(both_zero, 0.0, log_belief)
-                              - jnp.where(both_zero, 0.0, log_prior)), axis=0)
+    eps_bel = _over_secrets(jnp.maximum, jnp.abs(jnp.where(both_zero, 0.0, log_belief)
+                                                 - jnp.where(both_zero, 0.0, log_prior)))
     return RecordLevels(ldp, mbp, abp, eps_unif, eps_bel)
+
+
+def _over_secrets(op, a: Float[Array, "k ..."]) -> Float[Array, "..."]:
+    """``op`` folded over the leading axis, as a chain of elementwise operations."""
+    total = a[0]
+    for i in range(1, a.shape[0]):
+        total = op(total, a[i])
+    return total
 
 
 def _gram(a: Float[Array, "n m t"], b: Float[Array, "n m t"]) -> Float[Array, "n n t"]:
@@ -158,14 +169,34 @@ def record_levels(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"]
     tiles = -(-count // tile)
     padding = tiles * tile - count
 
-    def tiled(a, filler):
+    def tiled(a, filler):  # (tiles, tile, ...): batch-major still, one tile per loop step
         a = a.reshape((count,) + a.shape[len(batch_shape):])
         a = jnp.concatenate([a, jnp.full((padding,) + a.shape[1:], filler, a.dtype)])
-        a = a.reshape((tiles, tile) + a.shape[1:])
-        return jnp.moveaxis(a, 1, -1)  # (tiles, ..., tile): the batch becomes the minor axis
+        return a.reshape((tiles, tile) + a.shape[1:])
+
+    def one_tile(args):
+        *arrays, index = args
+        # Transposing each tile in the loop (batch becomes the minor axis) costs ~10% of the
+        # kernel; transposing the whole batch before the loop cost as much as the kernel.
+        minor = [_materialized(jnp.moveaxis(_materialized(a, index), 0, -1), index)
+                 for a in arrays]
+        return record_levels_minor(*minor)
 
     uniform_row, uniform_prior = -math.log(m), -math.log(n)
     args = (tiled(log_K, uniform_row), tiled(log_prior, uniform_prior),
-            tiled(log_belief, uniform_prior))
-    out = jax.lax.map(lambda a: record_levels_minor(*a), args)
+            tiled(log_belief, uniform_prior), jnp.arange(tiles))
+    out = jax.lax.map(one_tile, args)
     return RecordLevels(*(level.reshape(-1)[:count].reshape(batch_shape) for level in out))
+
+
+def _materialized(a: Array, index: Array) -> Array:
+    """``a`` itself, as a buffer XLA cannot fuse into its consumers.
+
+    ``lax.map`` hands each step its tile as a dynamic slice, and XLA:CPU fuses that slice into
+    every consumer, where the runtime offset stops LLVM from vectorizing the loop: measured 5×
+    slower. An in-place dynamic update (at an offset XLA cannot prove constant) is never fused
+    into its consumers; ``optimization_barrier`` does not prevent the fusion.
+    """
+    buffer = jnp.zeros(a.shape[:-1] + (a.shape[-1] + 1,), a.dtype)
+    buffer = jax.lax.dynamic_update_slice_in_dim(buffer, a, jnp.minimum(index, 0), axis=-1)
+    return buffer[..., :a.shape[-1]]
