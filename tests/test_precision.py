@@ -102,3 +102,22 @@ def test_float32_log_space_below_float32_range():
     log_K[1, 0] = np.log1p(-np.exp(-200.0))
     mech = Mechanism.from_log_K(log_K, dtype=jnp.float32)
     assert float(notions.ldp(mech)) == pytest.approx(200.0 + np.log(0.5), rel=1e-6)
+
+
+def test_js_terms_fast_matches_float64_reference_over_the_whole_range():
+    """The fused screen's JS terms (series for t² ≤ 1/16, two logs beyond) against the float64
+    reference terms, at both ends (t → 0, t = ±1), around the branch switch (|t| = 1/4) and
+    across [−1, 1]; float64 input falls back to the reference itself."""
+    t = np.concatenate([np.linspace(-1, 1, 4001), [0.0, 1e-30, -1e-20, 1e-8, 3e-4, 0.2499999,
+                                                   0.25, 0.2500001, -0.25, 0.9999999, -1.0]])
+    total = np.full_like(t, 0.7)
+    fast32 = np.asarray(divergences.js_terms_fast(jnp.float32(total), jnp.float32(total * t)))
+    assert fast32.dtype == np.float32 and np.isfinite(fast32).all()
+    with jax.enable_x64(True):
+        t32 = np.float32(t).astype(np.float64)  # the same float32 inputs, evaluated exactly
+        want = np.asarray(divergences.js_terms(np.float32(total).astype(np.float64),
+                                               np.float32(total).astype(np.float64) * t32))
+        assert np.array_equal(np.asarray(divergences.js_terms_fast(total, total * t)),
+                              np.asarray(divergences.js_terms(total, total * t)))
+    np.testing.assert_allclose(fast32, want, rtol=2e-6, atol=1e-37)
+    assert fast32[t == 0][0] == 0 and (fast32[np.abs(t) > 1e-15] > 0).all()  # t² underflows below
