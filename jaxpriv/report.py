@@ -283,7 +283,9 @@ def plot_search(path: Path, rows: list[dict], config, relation: relations.Relati
     cert = certify.envelope(config.relation, grid, config.param, n=config.n,
                            r=getattr(config, "r", None))
     if cert is not None:
-        certified = claim / cert.min_slack
+        slack = np.asarray(cert.min_slack, np.float64)
+        # slack 0: the conclusion is unbounded at that premise (no finite curve to draw there)
+        certified = np.divide(claim, slack, out=np.full_like(slack, np.inf), where=slack > 0)
         top.plot(grid, certified, "-", color="tab:green", lw=1.2,
                  label=f"certified supremum (n = {config.n})")
         bottom.plot(grid, cert.min_slack, "-", color="tab:green", lw=1.2, label="certified")

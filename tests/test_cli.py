@@ -153,3 +153,14 @@ def test_a_reader_that_closes_the_pipe_early_gets_no_traceback():
     stderr = proc.stderr.read()
     assert proc.wait() == 0
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+def test_search_plot_where_the_certified_slack_is_zero(capsys, tmp_path):
+    """R12's certified least slack is 0 (a prior with zeros): the certified curve there is
+    unbounded, drawn as a gap, not computed as claim / 0 (a RuntimeWarning before)."""
+    code, out, _ = run_cli(capsys, "search", "--relation", "R12", "--n", "4", "--m", "3",
+                           "--r", "2", "--steps", "10", "--restarts", "2", "--grid", "0.5,1.0",
+                           "--quiet", "--out", str(tmp_path))
+    assert code == 0, out
+    assert (tmp_path / "envelope.png").stat().st_size > 0
