@@ -32,11 +32,7 @@ def _atanh_minus_identity(t: Float[Array, "..."]) -> Float[Array, "..."]:
     small = jnp.abs(t) < _SERIES_RADIUS
     ts = jnp.where(small, t, 0.0)
     t2 = ts * ts
-    coefficients = (1 / 3, 1 / 5, 1 / 7, 1 / 9, 1 / 11, 1 / 13, 1 / 15, 1 / 17)
-    poly = jnp.zeros_like(t2)
-    for c in reversed(coefficients):
-        poly = c + t2 * poly
-    series = ts * t2 * poly
+    series = ts * t2 * _polynomial((1 / 3, 1 / 5, 1 / 7, 1 / 9, 1 / 11, 1 / 13, 1 / 15, 1 / 17), t2)
     tl = jnp.where(small, _SERIES_RADIUS, t)
     return jnp.where(small, series, jnp.arctanh(tl) - tl)
 
@@ -69,15 +65,31 @@ def js_from_moments(
 
 def js_terms(total: Float[Array, "..."], difference: Float[Array, "..."]) -> Float[Array, "..."]:
     """The coordinate-wise terms of :func:`js_from_moments` (their sum is ``JS(P‖Q)``)."""
+    return _terms_from(total, difference, _entropy_gap)
+
+
+def _terms_from(total, difference, gap):
+    """``¼·(P+Q)·g(t)`` per coordinate, 0 where ``P+Q = 0``, for a function ``g`` of ``t``."""
     t, occupied = _relative_difference(total, difference)
+    return jnp.where(occupied, 0.25 * total * gap(t), 0.0)
+
+
+def _entropy_gap(t):
+    """``g(t) = (1+t)·log(1+t) + (1−t)·log(1−t) = 2t·atanh(t) + log1p(−t²)``, ``g(±1) = 2 ln 2``."""
     edge = jnp.abs(t) >= 1.0
     ti = jnp.where(edge, 0.0, t)
-    interior = 2.0 * ti * jnp.arctanh(ti) + jnp.log1p(-ti * ti)
-    g = jnp.where(edge, 2.0 * LN2, interior)
-    return jnp.where(occupied, 0.25 * total * g, 0.0)
+    return jnp.where(edge, 2.0 * LN2, 2.0 * ti * jnp.arctanh(ti) + jnp.log1p(-ti * ti))
 
 
-_SCREEN_SERIES = tuple(1.0 / (k * (2 * k - 1)) for k in range(1, 7))
+def _polynomial(coefficients, x):
+    """``Σ_k coefficients[k]·x^k`` by Horner's rule."""
+    value = coefficients[-1]
+    for c in reversed(coefficients[:-1]):
+        value = c + x * value
+    return value
+
+
+_SCREEN_SERIES = tuple(1.0 / (k * (2 * k - 1)) for k in range(1, 7))  # g(t) / t², in t²
 _SCREEN_RADIUS_SQUARED = 1.0 / 16.0
 
 
@@ -93,19 +105,19 @@ def js_terms_fast(total: Float[Array, "..."], difference: Float[Array, "..."]) -
     """
     if jnp.result_type(total, difference) == jnp.float64:
         return js_terms(total, difference)
-    t, occupied = _relative_difference(total, difference)
+    return _terms_from(total, difference, _entropy_gap_float32)
+
+
+def _entropy_gap_float32(t):
+    """:func:`_entropy_gap` to float32 accuracy: series for ``t² ≤ 1/16``, two ``log`` beyond."""
     u = t * t
     small = u <= _SCREEN_RADIUS_SQUARED
     us = jnp.where(small, u, 0.0)
-    series = _SCREEN_SERIES[-1]
-    for c in reversed(_SCREEN_SERIES[:-1]):
-        series = series * us + c
-    series = series * us
+    series = us * _polynomial(_SCREEN_SERIES, us)
     a = jnp.where(small, 0.5, jnp.abs(t))  # the log branch sees only |t| > 1/4
     rest = 1.0 - a
     rest_log_rest = jnp.where(rest > 0, rest * jnp.log(jnp.where(rest > 0, rest, 1.0)), 0.0)
-    g = jnp.where(small, series, (1.0 + a) * jnp.log(1.0 + a) + rest_log_rest)
-    return jnp.where(occupied, 0.25 * total * g, 0.0)
+    return jnp.where(small, series, (1.0 + a) * jnp.log(1.0 + a) + rest_log_rest)
 
 
 def js(p: Float[Array, "... k"], q: Float[Array, "... k"]) -> Float[Array, "..."]:

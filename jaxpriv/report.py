@@ -259,6 +259,31 @@ def sweep_envelope(relation, rows: list[dict], param: float) -> list[dict]:
     return [best[x] for x in sorted(best)]
 
 
+def claimed_and_certified(relation: relations.Relation, grid: np.ndarray, param: float, n: int,
+                          r: int | None = None):
+    """The claimed bound on ``grid`` and the certified supremum in the same units (``γ/β`` for
+    R6), as the figures draw them.
+
+    Returns:
+      ``(claim, certified, min_slack)``, each of ``grid``'s shape; ``certified`` and
+      ``min_slack`` are ``None`` without a closed form, and ``certified`` is ``inf`` where the
+      certified least slack is 0 (the conclusion is unbounded at that premise).
+    """
+    from jaxpriv import certify
+
+    ratio = relation.conclusion == "pac_gamma"
+    with jax.enable_x64(True):
+        claim = np.asarray(relation.bound(jnp.asarray(grid), jnp.float64(1.0 if ratio
+                                                                          else param)))
+    cert = certify.envelope(relation.id, grid, param, n=n, r=r)
+    if cert is None:
+        return claim, None, None
+    min_slack = np.asarray(cert.min_slack, np.float64)
+    certified = np.divide(claim, min_slack, out=np.full_like(min_slack, np.inf),
+                          where=min_slack > 0)
+    return claim, certified, min_slack
+
+
 def plot_search(path: Path, rows: list[dict], config, relation: relations.Relation,
                 sweep_rows: list[dict] | None = None) -> None:
     """Claimed bound, search envelope, certified curve and (optionally) the sweep envelope;
@@ -268,27 +293,19 @@ def plot_search(path: Path, rows: list[dict], config, relation: relations.Relati
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from jaxpriv import certify
-
     ratio = relation.conclusion == "pac_gamma"
     xs = np.array([r["x"] for r in rows])
     grid = np.linspace(0, max(xs.max(), 1e-3), 300)[1:]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6.5), sharex=True,
                                       gridspec_kw={"height_ratios": [2, 1]})
-    with jax.enable_x64(True):
-        claim = np.asarray(relation.bound(jnp.asarray(grid), jnp.float64(1.0 if ratio
-                                                                          else config.param)))
+    claim, certified, min_slack = claimed_and_certified(relation, grid, config.param, config.n,
+                                                        getattr(config, "r", None))
     param = f", {relation.parameter} ≤ {config.param:g}" if config.param else ""
     top.plot(grid, claim, "--", color="k", label=f"claimed bound ({relation.id}{param})")
-    cert = certify.envelope(config.relation, grid, config.param, n=config.n,
-                           r=getattr(config, "r", None))
-    if cert is not None:
-        slack = np.asarray(cert.min_slack, np.float64)
-        # slack 0: the conclusion is unbounded at that premise (no finite curve to draw there)
-        certified = np.divide(claim, slack, out=np.full_like(slack, np.inf), where=slack > 0)
+    if certified is not None:
         top.plot(grid, certified, "-", color="tab:green", lw=1.2,
                  label=f"certified supremum (n = {config.n})")
-        bottom.plot(grid, cert.min_slack, "-", color="tab:green", lw=1.2, label="certified")
+        bottom.plot(grid, min_slack, "-", color="tab:green", lw=1.2, label="certified")
     top.plot(xs, _normalized(relation, rows), "o", ms=4, color="tab:blue",
              label=f"search envelope ({config.restarts} restarts/point)")
     bottom.plot(xs, [r["slack"] for r in rows], "o", ms=4, color="tab:blue", label="search")
@@ -483,7 +500,6 @@ def _value_axis(ax, bound_values, found_values) -> None:
 
 
 def _draw_mechanism(ax, slack_ax, relation, config: dict, sweep_rows, search_rows) -> None:
-    from jaxpriv import certify
 
     ratio = relation.conclusion == "pac_gamma"
     param = float(config.get("param", 0.0))
@@ -492,22 +508,19 @@ def _draw_mechanism(ax, slack_ax, relation, config: dict, sweep_rows, search_row
     sweep_x = [r["x"] for r in sweep]
     top = max([*search_x, *sweep_x, 1e-3])
     grid = np.linspace(0, top, 400)[1:]
-    with jax.enable_x64(True):
-        claim = np.asarray(relation.bound(jnp.asarray(grid), jnp.float64(1.0 if ratio
-                                                                          else param)))
+    claim, sup, min_slack = claimed_and_certified(relation, grid, param, config["n"],
+                                                  config.get("r") or None)
     condition = f", {relation.parameter} = {param:g}" if param else ""
     ax.plot(grid, claim, "--", color="k", lw=1.2, label=f"claimed bound{condition}")
-    cert = certify.envelope(relation.id, grid, param, n=config["n"], r=config.get("r") or None)
-    sup = np.array([])
-    if cert is not None:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            sup = np.where(cert.min_slack > 0, claim / cert.min_slack, np.inf)
+    if sup is not None:
         finite = np.isfinite(sup)
         if finite.any():
             ax.plot(grid[finite], sup[finite], "-", color="tab:green", lw=1.2,
                     label=f"certified supremum (n={config['n']})")
-        slack_ax.plot(grid, np.maximum(cert.min_slack, 1e-3), "-", color="tab:purple", lw=0.8,
+        slack_ax.plot(grid, np.maximum(min_slack, 1e-3), "-", color="tab:purple", lw=0.8,
                       alpha=0.6, label="certified slack")
+    else:
+        sup = np.array([])
     if sweep:
         ax.step(sweep_x, [r["value"] for r in sweep], where="pre", color="tab:orange",
                 lw=1.2, label="sweep envelope")
