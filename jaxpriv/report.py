@@ -267,7 +267,7 @@ def claimed_and_certified(relation: relations.Relation, grid: np.ndarray, param:
     Returns:
       ``(claim, certified, min_slack)``, each of ``grid``'s shape; ``certified`` and
       ``min_slack`` are ``None`` without a closed form, and ``certified`` is ``inf`` where the
-      certified least slack is 0 (the conclusion is unbounded at that premise).
+      conclusion is unbounded at that premise (certified least slack 0).
     """
     from jaxpriv import certify
 
@@ -279,8 +279,12 @@ def claimed_and_certified(relation: relations.Relation, grid: np.ndarray, param:
     if cert is None:
         return claim, None, None
     min_slack = np.asarray(cert.min_slack, np.float64)
-    certified = np.divide(claim, min_slack, out=np.full_like(min_slack, np.inf),
-                          where=min_slack > 0)
+    # the certified supremum itself, except where it is not a conclusion level (R6's envelope is
+    # the ratio γ/β: claim / least slack there)
+    conclusion = np.asarray(cert.conclusion, np.float64)
+    as_ratio = np.isnan(conclusion)
+    certified = np.divide(claim, min_slack, out=np.where(as_ratio, np.inf, conclusion),
+                          where=as_ratio & (min_slack > 0))
     return claim, certified, min_slack
 
 

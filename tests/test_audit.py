@@ -189,3 +189,27 @@ def test_a_registered_false_relation_is_audited_and_reported_violated(too_tight_
     assert cli.main(["show", str(tmp_path / v["witness"])]) == 1
     assert "VIOLATED" in capsys.readouterr().out
     assert f"| {rid} |" in (tmp_path / "report.md").read_text()
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+def test_figures_certified_curve_at_unbounded_and_infinite_points():
+    """The figures' certified curve is the certified supremum (R8: finite where the claimed
+    bound is infinite, x ≥ ½), ``claim / least slack`` for R6's ratio envelope (docs/certified.md:
+    γ/β ≤ e^{2ξ}), and ``inf`` where the conclusion is unbounded (R12); no 0/0 or ∞/∞ on the
+    way (these were RuntimeWarnings in every audit)."""
+    from jaxpriv import relations, report
+
+    grid = np.linspace(0.05, 0.6, 12)
+    claim, certified, slack = report.claimed_and_certified(relations.get("R8"), grid, 0.0, 4, 2)
+    cert = certify.envelope("R8", grid, n=4, r=2)
+    assert np.isinf(claim[grid >= 0.5]).all()
+    np.testing.assert_array_equal(certified, cert.conclusion)
+    np.testing.assert_array_equal(slack, cert.min_slack)
+
+    xi = np.linspace(0.1, 1.0, 5)
+    claim, certified, _ = report.claimed_and_certified(relations.get("R6"), xi, 0.5, 3)
+    np.testing.assert_allclose(certified, np.exp(2 * xi), rtol=1e-9)
+    assert np.allclose(claim, 1 + 4 * xi)
+
+    _, certified, slack = report.claimed_and_certified(relations.get("R12"), grid, 0.0, 4, 2)
+    assert (slack == 0).all() and np.isposinf(certified).all()
