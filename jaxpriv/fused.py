@@ -188,8 +188,10 @@ def record_levels(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"]
     def one_tile(args):
         *arrays, index = args
         # Each tile is transposed here (the batch becomes the minor axis), in cache;
-        # transposing the whole batch before the loop cost as much as the kernel.
-        minor = [_materialized(jnp.moveaxis(a, 0, -1), index) for a in arrays]
+        # transposing the whole batch before the loop cost as much as the kernel. The copy
+        # before the transpose is worth it from n = m = 32 (1.9e5 vs 1.2e5/s), neutral at 8.
+        minor = [_materialized(jnp.moveaxis(_materialized(a, index), 0, -1), index)
+                 for a in arrays]
         return record_levels_minor(*minor)
 
     uniform_row, uniform_prior = -math.log(m), -math.log(n)
