@@ -43,12 +43,12 @@ def fused_core(log_K, log_prior, tile=None):
     return levels.ldp, levels.mbp, levels.abp
 
 
-def sharded(fn):
+def sharded(fn, compiler_options=None):
     """``fn`` on the batch split over every local device (one block per device)."""
     mesh = Mesh(np.array(jax.devices()), ("batch",))
     spec = PartitionSpec("batch")
-    return jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=(spec, spec), out_specs=spec)), \
-        NamedSharding(mesh, spec)
+    return jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=(spec, spec), out_specs=spec),
+                   compiler_options=compiler_options), NamedSharding(mesh, spec)
 
 
 def naive_single(K, prior):
@@ -96,7 +96,10 @@ def bench(n, batch, repeats, tile=None, seed=0):
     log_prior = jnp.asarray(np.log(prior64), jnp.float32)
     K32, prior32 = jnp.exp(log_K), jnp.exp(log_prior)
 
-    fast, sharding = sharded(lambda log_K, log_prior: fused_core(log_K, log_prior, tile))
+    # compiled as the sweep compiles it (fused.compiler_options: XLA's loops, not YNNPACK, for
+    # the short reductions at n = m <= 8)
+    fast, sharding = sharded(lambda log_K, log_prior: fused_core(log_K, log_prior, tile),
+                             fused.compiler_options(n, n))
     log_K_sharded = jax.device_put(log_K, sharding)
     log_prior_sharded = jax.device_put(log_prior, sharding)
     reference = jax.jit(jaxpriv_core)

@@ -5,7 +5,8 @@ Usage: python benchmarks/bench_sweep.py [--relations R1 R5] [--n 8] [--count 100
 
 Times the chunk steps after one warm-up (compile) step, so the figure is the steady-state rate,
 for the sweep as shipped (fused screening kernel where it covers the relation) and, in the same
-run, with the reference notions; also times the sampler alone. On a CPU the process is split into
+run, with the reference notions; also times the sampler alone (compiled as the sweep compiles
+it: :func:`jaxpriv.fused.compiler_options`). On a CPU the process is split into
 ``--cpu-devices`` JAX devices (default: one per core), as ``jaxpriv sweep`` does.
 """
 
@@ -19,7 +20,7 @@ import time
 import jax
 import jax.numpy as jnp
 
-from jaxpriv import samplers, sweep
+from jaxpriv import fused, samplers, sweep
 
 
 def steady_rate(config, use_fused):
@@ -39,7 +40,7 @@ def sampler_rate(config, spec):
     def blocks(key):
         keys = jax.random.split(key, config.chunk // config.block)
         return jax.lax.map(lambda k: samplers.sample(k, config.block, spec).log_K.sum(), keys)
-    sample = jax.jit(blocks)
+    sample = jax.jit(blocks, compiler_options=fused.compiler_options(spec.n, spec.m))
     jax.block_until_ready(sample(jax.random.key(0)))
     start = time.perf_counter()
     jax.block_until_ready(sample(jax.random.key(1)))

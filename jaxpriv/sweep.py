@@ -334,7 +334,8 @@ def make_step(config: SweepConfig, relation: relations.Relation | None = None,
                                 mech.log_belief[top], values[top])
         return SweepState(envelope, worst, counts, evaluated), candidates
 
-    return jax.jit(step, donate_argnums=0)
+    xla_options = fused.compiler_options(config.n, config.m) if screen_fused else None
+    return jax.jit(step, donate_argnums=0, compiler_options=xla_options)
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,68 @@
+"""The counter-hash random numbers under the samplers (jaxpriv.samplers.random_bits & co.)."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxpriv import samplers
+
+
+def test_words_depend_on_the_key_and_the_flat_index_only():
+    key = jax.random.key(7)
+    flat = np.asarray(samplers.random_bits(key, (24,)))
+    np.testing.assert_array_equal(np.asarray(samplers.random_bits(key, (2, 3, 4))).ravel(), flat)
+    assert len(set(flat.tolist())) == 24  # a bijection of the index: no repeats in one draw
+    other = np.asarray(samplers.random_bits(jax.random.fold_in(key, 1), (24,)))
+    assert (other != flat).mean() > 0.9
+
+
+def test_words_are_balanced_bit_by_bit():
+    words = np.asarray(samplers.random_bits(jax.random.key(0), (1 << 18,)))
+    bits = (words[:, None] >> np.arange(32, dtype=np.uint32)) & 1
+    share = bits.mean(axis=0)
+    # 2^18 fair bits: standard deviation 0.001 per position; 6 sigma
+    assert np.all(np.abs(share - 0.5) < 0.006), share
+    # consecutive indices are not correlated (the weakness of a plain counter)
+    signs = 2.0 * bits[:, 0] - 1.0
+    assert abs(np.mean(signs[1:] * signs[:-1])) < 0.012
+
+
+def test_unit_interval_is_open_at_both_ends():
+    extremes = jnp.array([0, 1 << 9, 0xFFFFFFFF], jnp.uint32)
+    u = np.asarray(samplers.unit_interval(extremes), np.float64)
+    assert u[0] == 2.0**-24 and u[1] == 2.0**-24 + 2.0**-23 and u[2] == 1.0 - 2.0**-24
+    assert np.isfinite(np.asarray(samplers.normal(jax.random.key(1), (4096,)))).all()
+
+
+def test_uniform_histogram_and_range():
+    u = np.asarray(samplers.uniform(jax.random.key(2), (1 << 20,), -1.0, 3.0), np.float64)
+    assert u.min() > -1.0 and u.max() < 3.0
+    counts, _ = np.histogram(u, bins=32, range=(-1.0, 3.0))
+    expected = u.size / 32
+    chi2 = np.sum((counts - expected) ** 2 / expected)
+    assert chi2 < 80  # 31 degrees of freedom: P(chi2 > 80) < 1e-5
+
+
+def test_normal_matches_the_gaussian_cdf():
+    z = np.sort(np.asarray(samplers.normal(jax.random.key(3), (1 << 20,)), np.float64))
+    assert abs(z.mean()) < 0.006 and abs(z.var() - 1.0) < 0.01
+    for x in (-2.5, -1.0, -0.3, 0.0, 0.7, 1.5, 3.0):
+        empirical = np.searchsorted(z, x) / z.size
+        assert abs(empirical - 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))) < 0.003, x
+
+
+def test_float64_mode_draws_float64():
+    with jax.enable_x64(True):
+        u = samplers.uniform(jax.random.key(4), (8,))
+        assert u.dtype == jnp.float64
+        mech = samplers.sample(jax.random.key(5), 16, samplers.SamplerSpec(3, 4))
+        assert mech.log_K.dtype == jnp.float64
+        np.testing.assert_allclose(np.exp(np.asarray(mech.log_K)).sum(-1), 1.0, rtol=1e-6)
+
+
+def test_a_draw_too_large_for_the_counter_is_refused_before_allocating():
+    with pytest.raises(ValueError, match="2\\*\\*32"):
+        samplers.random_bits(jax.random.key(0), (1 << 16, 1 << 16))
