@@ -11,8 +11,10 @@ witness JSON only if the violation survives, then re-read and re-checked) → **
 The accumulator lives on device between chunks; one small transfer per chunk brings back the
 candidates. After each chunk the state is checkpointed atomically, so a killed run loses at most
 the chunk in flight and ``resume=True`` continues to exactly the result of an uninterrupted run.
-Results depend on (seed, chunk size), not on the device count: sampling uses partitionable
-threefry and the reductions are max/min with ties broken by the smallest global index.
+Results depend on (seed, chunk size), not on the device count: each block's random numbers are
+a counter hash of their index keyed by the block's key (:func:`jaxpriv.samplers.random_bits`),
+and the reductions are max/min with ties broken by the smallest global index. At n, m ≤ 8 the
+step is compiled with :func:`jaxpriv.fused.compiler_options` where the fused screen applies.
 """
 
 from __future__ import annotations
