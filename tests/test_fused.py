@@ -110,3 +110,21 @@ def test_batch_shapes_and_single_mechanism(x64):
     one = fused.record_levels(mech.log_K[4], mech.log_prior[4], mech.log_belief[4])
     assert one.mbp.shape == ()
     np.testing.assert_allclose(one.abp, levels.abp[1, 1], rtol=1e-12)
+
+
+def test_compiler_options_keep_the_levels_and_apply_only_to_short_axes_on_cpu():
+    """The sweep compiles its step with fused.compiler_options at n, m <= 8 (XLA's loops
+    instead of YNNPACK fusions): a performance choice that must not change the levels."""
+    assert fused.compiler_options(8, 8) == {"xla_cpu_experimental_ynn_fusion_type": ""}
+    assert fused.compiler_options(9, 4) is None and fused.compiler_options(4, 16) is None
+    mech = samplers.sample(jax.random.key(11), 2048, samplers.SamplerSpec(8, 8,
+                                                                          belief_eps_max=1.0))
+    levels = lambda K, prior, belief: fused.record_levels(K, prior, belief)._asdict()
+    default = jax.jit(levels)(mech.log_K, mech.log_prior, mech.log_belief)
+    tuned = jax.jit(levels, compiler_options=fused.compiler_options(8, 8))(
+        mech.log_K, mech.log_prior, mech.log_belief)
+    for name in default:
+        a, b = np.asarray(default[name]), np.asarray(tuned[name])
+        np.testing.assert_array_equal(np.isinf(a), np.isinf(b), err_msg=name)
+        finite = np.isfinite(a)
+        np.testing.assert_allclose(b[finite], a[finite], rtol=2e-6, atol=1e-7, err_msg=name)
