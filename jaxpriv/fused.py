@@ -41,8 +41,8 @@ TILE_ENTRIES = 8192
 """Entries of K per tile (``tile = TILE_ENTRIES / (n·m)`` mechanisms, within [64, 1024]): small
 enough that a tile's ``(n, n, tile)`` intermediates stay in a core's L2 cache. Measured on a
 2-core CPU (2026-11-23 kernel): n = m = 8 runs 3.8–4.0e6 mechanisms/s at 64, 128 and 256 per
-tile (within noise), 2.6e6/s at 512. The tiles run one after another: on an accelerator pass a
-``tile`` as large as the batch."""
+tile (within noise), 2.6e6/s at 512. The tiles run one after another, so off a CPU
+:func:`record_levels` takes the whole batch as one tile."""
 
 
 def default_tile(n: int, m: int) -> int:
@@ -185,7 +185,8 @@ def record_levels(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"]
       log_K: shape ``(*b, n, m)``.
       log_prior, log_belief: shape ``(*b, n)``.
       tile: mechanisms per tile (the batch is padded to a multiple of it); default
-        :func:`default_tile`.
+        :func:`default_tile` on a CPU, the whole batch on other backends (the tiles run one
+        after another, and an accelerator wants one large computation, not many small ones).
 
     Returns:
       :class:`RecordLevels`, each of shape ``(*b)``.
@@ -193,7 +194,14 @@ def record_levels(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"]
     batch_shape = log_K.shape[:-2]
     n, m = log_K.shape[-2:]
     count = math.prod(batch_shape)
-    tile = max(1, min(tile or default_tile(n, m), count))
+    if tile is None:
+        tile = default_tile(n, m) if jax.default_backend() == "cpu" else count
+    tile = max(1, min(tile, count))
+    if tile == count:  # one tile: no loop, no padding
+        flat = (a.reshape((count,) + a.shape[len(batch_shape):])
+                for a in (log_K, log_prior, log_belief))
+        levels = record_levels_minor(*(jnp.moveaxis(a, 0, -1) for a in flat))
+        return RecordLevels(*(level.reshape(batch_shape) for level in levels))
     tiles = -(-count // tile)
     padding = tiles * tile - count
 
@@ -223,8 +231,9 @@ def _materialized(a: Array, index: Array) -> Array:
 
     ``lax.map`` hands each step its tile as a dynamic slice, and XLA:CPU fuses that slice (and
     the transpose after it) into every consumer, where the runtime offset and strided reads stop
-    LLVM from vectorizing the loop: the kernel ran 2.6× slower (1.5e6 vs 4.1e6/s at n = m = 8). An in-place dynamic update (at an offset XLA cannot prove constant) is never fused
-    into its consumers; ``optimization_barrier`` does not prevent the fusion.
+    LLVM from vectorizing the loop: the kernel ran 2.6× slower (1.5e6 vs 4.1e6/s at n = m = 8).
+    An in-place dynamic update (at an offset XLA cannot prove constant) is never fused into its
+    consumers; ``optimization_barrier`` does not prevent the fusion.
     """
     buffer = jnp.zeros(a.shape[:-1] + (a.shape[-1] + 1,), a.dtype)
     buffer = jax.lax.dynamic_update_slice_in_dim(buffer, a, jnp.minimum(index, 0), axis=-1)

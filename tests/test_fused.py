@@ -128,3 +128,21 @@ def test_compiler_options_keep_the_levels_and_apply_only_to_short_axes_on_cpu():
         np.testing.assert_array_equal(np.isinf(a), np.isinf(b), err_msg=name)
         finite = np.isfinite(a)
         np.testing.assert_allclose(b[finite], a[finite], rtol=2e-6, atol=1e-7, err_msg=name)
+
+
+def test_one_tile_off_the_cpu_runs_without_a_loop(monkeypatch):
+    """On an accelerator the tiles would run one after another; there the default is one
+    tile, computed without lax.map. Same levels as the tiled CPU path."""
+    mech = samplers.sample(jax.random.key(12), 700, samplers.SamplerSpec(5, 6,
+                                                                         belief_eps_max=1.0))
+    args = (mech.log_K, mech.log_prior, mech.log_belief)
+    tiled = fused.record_levels(*args, tile=64)
+    assert "scan" in str(jax.make_jaxpr(lambda *a: fused.record_levels(*a, tile=64))(*args))
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    assert "scan" not in str(jax.make_jaxpr(fused.record_levels)(*args))
+    whole = fused.record_levels(*args)
+    for name, a, b in zip(tiled._fields, tiled, whole):
+        a, b = np.asarray(a), np.asarray(b)
+        np.testing.assert_array_equal(np.isinf(a), np.isinf(b), err_msg=name)
+        np.testing.assert_allclose(b[np.isfinite(a)], a[np.isfinite(a)], rtol=1e-6, atol=1e-7,
+                                   err_msg=name)
