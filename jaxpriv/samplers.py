@@ -81,10 +81,11 @@ def _mix32(x: UInt32[Array, "..."]) -> UInt32[Array, "..."]:
 def random_bits(key: PRNGKeyArray, shape: tuple[int, ...]) -> UInt32[Array, "..."]:
     """Uniform 32-bit words: ``mix(mix(i + s₀) ⊕ s₁)`` for the flat index ``i`` of each element.
 
-    ``(s₀, s₁)`` are drawn from ``key`` by :func:`jax.random.bits`, so distinct keys (from
-    ``split`` / ``fold_in``) give unrelated streams, and every word is a function of the key and
-    its own index only. Both rounds are bijections of the index, so no two elements of one draw
-    share a word.
+    ``(s₀, s₁)`` are drawn from ``key`` by :func:`jax.random.bits`, and every word is a function
+    of the key and its own index only. Both rounds are bijections of the index, so no two
+    elements of one draw share a word. Two keys (from ``split`` / ``fold_in``) repeat each
+    other's stream, shifted, only if their ``s₁`` agree and their ``s₀`` differ by less than the
+    draw size: probability below ``size / 2⁶⁴`` per pair of keys.
 
     Raises:
       ValueError: if the draw has 2³² elements or more (the index would wrap).
@@ -101,7 +102,7 @@ def uniform(key: PRNGKeyArray, shape: tuple[int, ...], minval=0.0, maxval=1.0
             ) -> Float[Array, "..."]:
     """Uniform on the open interval ``(minval, maxval)`` (JAX's default float dtype)."""
     unit = unit_interval(random_bits(key, shape)).astype(jnp.result_type(float))
-    return minval + (maxval - minval) * unit if (minval, maxval) != (0.0, 1.0) else unit
+    return minval + (maxval - minval) * unit  # exactly ``unit`` for the default (0, 1)
 
 
 def unit_interval(words: UInt32[Array, "..."]) -> Float[Array, "..."]:
