@@ -6,9 +6,11 @@ A *setting* plays the part a mechanism plays elsewhere: ``(T, κ₁, ε)`` for R
 ``(κ₁, κ₂, ε)`` for R15. The premise level ``x`` is ε; envelope rows are ε bins (sweep) or ε grid
 points (search), each holding its lowest-slack setting.
 
-* **R14 sweep**: settings drawn log-uniformly (``T`` in ``[1, t_max]``, ``κ₁`` in
-  ``[1e-4, ½]``, ε in ``[1e-2, x_max]``); the failure probability is the exact binomial tail,
-  summed in log space from a log-factorial table in float64. A Monte Carlo estimate on the first
+* **R14 sweep**: settings drawn log-uniformly (``T`` in ``[1, t_max]``, stratified in
+  ``log T`` so that each stratum sums only the terms its ``T`` can have: 4.7× the settings per
+  second at ``t_max = 10⁴``; ``κ₁`` in ``[1e-4, ½]``, ε in ``[1e-2, x_max]``); the failure
+  probability is the exact binomial tail, summed in log space from a log-factorial table in
+  float64. A Monte Carlo estimate on the first
   ``mc_settings`` settings of every chunk checks it: each estimate carries a Bernstein interval
   at confidence ``1 − MC_DELTA`` per setting, and a disagreement is reported.
 * **R14 search**: exhaustive over a log grid of ``T`` and ``κ₁`` at each ε, then two rounds of
@@ -110,6 +112,10 @@ def make_config(relation: str, mode: str, **overrides) -> StatConfig:
     overrides = {k: v for k, v in overrides.items() if v is not None}
     if rid == "R15":
         overrides.setdefault("x_max", 1.0)
+    if rid == "R14" and mode == "sweep":
+        # stratified tails hold the whole-table memory of 1,024 settings at 8,192; per-chunk
+        # host work (checkpoint, bins, the Monte Carlo check) is then amortized over 8× more
+        overrides.setdefault("chunk", R14_CHUNK)
     for name in ("count", "chunk", "x_bins", "t_max", "mc_settings", "draws", "restarts",
                  "steps", "max_witnesses"):
         value = overrides.get(name, 1)
@@ -158,28 +164,60 @@ def log_factorials(t_max: int) -> jax.Array:
     return gammaln(jnp.arange(t_max + 1, dtype=jnp.float64) + 1.0)
 
 
-def r14_log_terms(log_fact, T, kappa, eps):
+def r14_log_terms(log_fact, T, kappa, eps, width: int | None = None):
     """``(log exact failure probability, log claimed bound)`` of settings ``(T, κ₁, ε)`` (each
     shape ``(c,)``, ``T`` integer-valued float64 ``≤ len(log_fact) − 1``), exactly in log space;
-    ``log C(T, j)`` from the log-factorial table (a gather, not three ``gammaln`` per term)."""
-    j = jnp.arange(log_fact.shape[0], dtype=jnp.float64)[None, :]
+    ``log C(T, j)`` from the log-factorial table (a gather, not three ``gammaln`` per term).
+    The sum runs over outcomes ``j < width`` (default: the whole table); ``width`` must exceed
+    every ``T``."""
+    width = width or log_fact.shape[0]
+    j = jnp.arange(width, dtype=jnp.float64)[None, :]
     T_ = T[:, None]
     T_minus_j = jnp.where(j <= T_, T_ - j, 0.0).astype(jnp.int32)
-    log_choose = log_fact[T.astype(jnp.int32)][:, None] - log_fact[None, :] - log_fact[T_minus_j]
+    log_choose = log_fact[T.astype(jnp.int32)][:, None] - log_fact[None, :width] - \
+        log_fact[T_minus_j]
     log_failure = statistical.log_failure_sum(log_choose, j, T_, kappa[:, None], eps[:, None])
     return log_failure, jnp.log(2.0) - eps**2 * T * kappa / 3.0
 
 
-def draw_r14_settings(key, count: int, t_max: int, eps_max: float):
-    """``count`` settings, log-uniform in each coordinate (float64 arrays ``(count,)``)."""
+R14_CHUNK = 8192
+"""Default settings per R14 sweep chunk (see :data:`R14_STRATA`)."""
+R14_STRATA = 8
+"""The R14 sweep draws ``log T`` stratified: setting ``i`` from the ``(i mod 8)``-th of eight
+equal parts of ``[0, log(t_max + 1)]`` (equally likely under the log-uniform law, so a chunk is a
+stratified sample of it), and sums each stratum's tails only up to its largest possible ``T``
+instead of ``t_max``: 5.5× fewer terms at ``t_max = 10⁴``."""
+
+
+def r14_stratum_widths(t_max: int, strata: int = R14_STRATA) -> list[int]:
+    """Outcomes ``0..T`` to sum per stratum: one more than its largest ``T``, with a margin."""
+    top = math.log(t_max + 1.0)
+    return [min(t_max + 1, int(math.exp(top * (s + 1) / strata) * (1 + 1e-9)) + 2)
+            for s in range(strata)]
+
+
+def draw_r14_settings(key, count: int, t_max: int, eps_max: float, strata: int = 1):
+    """``count`` settings, log-uniform in each coordinate (float64 arrays ``(count,)``); with
+    ``strata > 1``, ``log T`` of setting ``i`` is uniform on the ``(i mod strata)``-th of
+    ``strata`` equal parts of its range."""
     k_T, k_k, k_e = jax.random.split(key, 3)
-    T = jnp.floor(jnp.exp(jax.random.uniform(k_T, (count,), jnp.float64, 0.0,
-                                             jnp.log(t_max + 1.0))))
-    T = jnp.clip(T, 1.0, t_max)
+    stratum = jnp.arange(count) % strata
+    u = (stratum + jax.random.uniform(k_T, (count,), jnp.float64)) / strata
+    T = jnp.clip(jnp.floor(jnp.exp(u * jnp.log(t_max + 1.0))), 1.0, t_max)
     kappa = jnp.exp(jax.random.uniform(k_k, (count,), jnp.float64, *np.log(KAPPA_RANGE)))
     eps = jnp.exp(jax.random.uniform(k_e, (count,), jnp.float64, np.log(EPS_LOW),
                                      np.log(eps_max)))
     return T, kappa, eps
+
+
+def r14_stratified_log_terms(log_fact, T, kappa, eps, t_max: int, strata: int = R14_STRATA):
+    """:func:`r14_log_terms` of settings drawn with ``strata`` (``count`` a multiple of it), each
+    stratum summed over its own width."""
+    def columns(a):  # row s: the settings of stratum s
+        return a.reshape(-1, strata).T
+    parts = [r14_log_terms(log_fact, *(columns(a)[s] for a in (T, kappa, eps)), width=width)
+             for s, width in enumerate(r14_stratum_widths(t_max, strata))]
+    return tuple(jnp.stack([part[k] for part in parts]).T.reshape(-1) for k in range(2))
 
 
 def bernstein_halfwidth(p, draws: int, delta: float):
@@ -191,10 +229,15 @@ def bernstein_halfwidth(p, draws: int, delta: float):
 
 
 def _r14_chunk(config: StatConfig):
+    drawn = -(-config.chunk // R14_STRATA) * R14_STRATA  # the extra settings are not used
+
     def step(key, log_fact):
         k_set, k_mc = jax.random.split(key)
-        T, kappa, eps = draw_r14_settings(k_set, config.chunk, config.t_max, config.x_max)
-        log_failure, log_claimed = r14_log_terms(log_fact, T, kappa, eps)
+        T, kappa, eps = draw_r14_settings(k_set, drawn, config.t_max, config.x_max, R14_STRATA)
+        log_failure, log_claimed = r14_stratified_log_terms(log_fact, T, kappa, eps,
+                                                            config.t_max)
+        T, kappa, eps, log_failure, log_claimed = (a[:config.chunk] for a in
+                                                   (T, kappa, eps, log_failure, log_claimed))
         s = config.mc_settings
         x = jax.random.binomial(k_mc, T[:s], kappa[:s], shape=(config.draws, s),
                                 dtype=jnp.float64)

@@ -11,6 +11,33 @@ from jaxpriv import cli, relations, statistical, statistical_audit as sa
 from jaxpriv.errors import InputError
 
 
+@pytest.mark.parametrize("t_max", [1, 7, 300, 10_000])
+def test_r14_stratified_tails_equal_the_whole_table_sums(t_max):
+    """The sweep sums each stratum's tails only up to its largest possible T: same values as
+    summing the whole table (terms beyond T are zero), and every drawn T within its width."""
+    import jax
+
+    with jax.enable_x64(True):
+        log_fact = sa.log_factorials(t_max)
+        T, kappa, eps = sa.draw_r14_settings(jax.random.key(t_max), 4096, t_max, 10.0,
+                                             sa.R14_STRATA)
+        whole = sa.r14_log_terms(log_fact, T, kappa, eps)
+        strata = sa.r14_stratified_log_terms(log_fact, T, kappa, eps, t_max)
+    widths = sa.r14_stratum_widths(t_max)
+    by_stratum = np.asarray(T).reshape(-1, sa.R14_STRATA)
+    assert all(by_stratum[:, s].max() < widths[s] <= t_max + 1 for s in range(sa.R14_STRATA))
+    assert 1 <= np.asarray(T).min() and np.asarray(T).max() <= t_max
+    for a, b in zip(whole, strata):
+        a, b = np.asarray(a), np.asarray(b)
+        np.testing.assert_array_equal(np.isneginf(a), np.isneginf(b))
+        # log-probabilities: 1e-14 absolute is 1e-14 relative in the probability
+        np.testing.assert_allclose(b[np.isfinite(a)], a[np.isfinite(a)], rtol=1e-13, atol=1e-14)
+    if t_max == 10_000:  # the strata are equally likely under log-uniform T
+        shares = np.bincount(np.minimum((np.log(np.asarray(T) + 0.5) / np.log(t_max + 1.0)
+                                         * sa.R14_STRATA).astype(int), 7), minlength=8)
+        assert shares.min() > 0.8 * 4096 / 8
+
+
 def test_r14_sweep_finds_the_large_epsilon_failure_and_monte_carlo_agrees(tmp_path):
     config = sa.make_config("R14", "sweep", count=3000, chunk=1000, t_max=3000, seed=4)
     result = sa.run(config, tmp_path, progress=False)
