@@ -197,16 +197,16 @@ def record_levels(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"]
     if tile is None:
         tile = default_tile(n, m) if jax.default_backend() == "cpu" else count
     tile = max(1, min(tile, count))
+    log_K, log_prior, log_belief = (a.reshape((count,) + a.shape[len(batch_shape):])
+                                    for a in (log_K, log_prior, log_belief))
     if tile == count:  # one tile: no loop, no padding
-        flat = (a.reshape((count,) + a.shape[len(batch_shape):])
-                for a in (log_K, log_prior, log_belief))
-        levels = record_levels_minor(*(jnp.moveaxis(a, 0, -1) for a in flat))
+        levels = record_levels_minor(*(jnp.moveaxis(a, 0, -1)
+                                       for a in (log_K, log_prior, log_belief)))
         return RecordLevels(*(level.reshape(batch_shape) for level in levels))
     tiles = -(-count // tile)
     padding = tiles * tile - count
 
     def tiled(a, filler):  # (tiles, tile, ...): batch-major still, one tile per loop step
-        a = a.reshape((count,) + a.shape[len(batch_shape):])
         a = jnp.concatenate([a, jnp.full((padding,) + a.shape[1:], filler, a.dtype)])
         return a.reshape((tiles, tile) + a.shape[1:])
 

@@ -504,7 +504,6 @@ def _value_axis(ax, bound_values, found_values) -> None:
 
 
 def _draw_mechanism(ax, slack_ax, relation, config: dict, sweep_rows, search_rows) -> None:
-
     ratio = relation.conclusion == "pac_gamma"
     param = float(config.get("param", 0.0))
     search_x = np.array([r["x"] for r in search_rows])

@@ -116,8 +116,9 @@ def unit_interval(words: UInt32[Array, "..."]) -> Float[Array, "..."]:
 
 
 def normal(key: PRNGKeyArray, shape: tuple[int, ...]) -> Float[Array, "..."]:
-    """Standard normal variates, ``√2·erf⁻¹(2u − 1)`` of :func:`uniform` draws (|z| < 5.4)."""
-    return math.sqrt(2.0) * jax.lax.erf_inv(2.0 * uniform(key, shape) - 1.0)
+    """Standard normal variates, ``√2·erf⁻¹(v)`` of :func:`uniform` draws ``v`` on ``(−1, 1)``
+    (|z| < 5.4)."""
+    return math.sqrt(2.0) * jax.lax.erf_inv(uniform(key, shape, -1.0, 1.0))
 
 
 def _log_uniform(key, shape, low, high):

@@ -196,10 +196,10 @@ def r14_stratum_widths(t_max: int, strata: int = R14_STRATA) -> list[int]:
             for s in range(strata)]
 
 
-def draw_r14_settings(key, count: int, t_max: int, eps_max: float, strata: int = 1):
-    """``count`` settings, log-uniform in each coordinate (float64 arrays ``(count,)``); with
-    ``strata > 1``, ``log T`` of setting ``i`` is uniform on the ``(i mod strata)``-th of
-    ``strata`` equal parts of its range."""
+def draw_r14_settings(key, count: int, t_max: int, eps_max: float, strata: int = R14_STRATA):
+    """``count`` settings, log-uniform in each coordinate (float64 arrays ``(count,)``), ``log T``
+    stratified: setting ``i``'s is uniform on the ``(i mod strata)``-th of ``strata`` equal parts
+    of its range (``strata = 1``: plain log-uniform)."""
     k_T, k_k, k_e = jax.random.split(key, 3)
     stratum = jnp.arange(count) % strata
     u = (stratum + jax.random.uniform(k_T, (count,), jnp.float64)) / strata
@@ -233,7 +233,7 @@ def _r14_chunk(config: StatConfig):
 
     def step(key, log_fact):
         k_set, k_mc = jax.random.split(key)
-        T, kappa, eps = draw_r14_settings(k_set, drawn, config.t_max, config.x_max, R14_STRATA)
+        T, kappa, eps = draw_r14_settings(k_set, drawn, config.t_max, config.x_max)
         log_failure, log_claimed = r14_stratified_log_terms(log_fact, T, kappa, eps,
                                                             config.t_max)
         T, kappa, eps, log_failure, log_claimed = (a[:config.chunk] for a in
