@@ -37,10 +37,12 @@ def _versions() -> dict[str, str]:
     import matplotlib
     import optax
 
-    from jaxpriv import __version__
+    from jaxpriv import __version__, native
+    # Which float32 screen ran: the native and XLA kernels agree to rounding, not bitwise.
+    native_kernel = "on" if native.available() else f"off: {native.unavailable_reason()}"
     return {"jaxpriv": __version__, "jax": jax.__version__, "numpy": np.__version__,
             "optax": optax.__version__, "matplotlib": matplotlib.__version__,
-            "python": platform.python_version()}
+            "python": platform.python_version(), "native_kernel": native_kernel}
 
 
 def _about(config, relation: relations.Relation) -> dict:

@@ -35,6 +35,17 @@ def random_prior(rng: np.random.Generator, n: int, concentration: float = 1.0) -
 
 
 @pytest.fixture
+def native_kernel(request):
+    """Skips a test parametrized with kernel="native" where the native kernel cannot be built
+    (tests/test_native.py fails instead if a compiler is there and the build still fails)."""
+    from jaxpriv import native
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and callspec.params.get("kernel") == "native":
+        if not native.available():
+            pytest.skip(f"native kernel unavailable: {native.unavailable_reason()}")
+
+
+@pytest.fixture
 def too_tight_relation():
     """R2 with its bound halved (ξ-MBP ⇒ LDP ≤ ξ): false, registered for one test only."""
     from jaxpriv import relations

@@ -18,14 +18,15 @@ def reference_levels(mech: Mechanism) -> dict[str, np.ndarray]:
             "eps_bel": notions.eps_bel(mech)}
 
 
-def fused_levels(mech: Mechanism, tile: int | None = None) -> dict[str, np.ndarray]:
-    out = jax.jit(fused.record_levels, static_argnames="tile")(
-        mech.log_K, mech.log_prior, mech.log_belief, tile=tile)
+def fused_levels(mech: Mechanism, tile: int | None = None,
+                 kernel: str = "auto") -> dict[str, np.ndarray]:
+    out = jax.jit(fused.record_levels, static_argnames=("tile", "kernel"))(
+        mech.log_K, mech.log_prior, mech.log_belief, tile=tile, kernel=kernel)
     return out._asdict()
 
 
-def assert_same_levels(mech, rtol, atol, tile=None):
-    got, want = fused_levels(mech, tile), reference_levels(mech)
+def assert_same_levels(mech, rtol, atol, tile=None, kernel="auto"):
+    got, want = fused_levels(mech, tile, kernel), reference_levels(mech)
     for name in want:
         g, w = np.asarray(got[name], np.float64), np.asarray(want[name], np.float64)
         assert g.shape == w.shape, name
@@ -50,18 +51,20 @@ def test_fused_matches_reference_in_float64(x64, shape):
     assert_same_levels(mech, rtol=1e-9, atol=1e-12, tile=128)  # 300 = 2 full tiles + padding
 
 
-def test_fused_float32_matches_float64_reference():
+@pytest.mark.parametrize("kernel", ["xla", "native"])
+def test_fused_float32_matches_float64_reference(kernel, native_kernel):
     with jax.enable_x64(True):
         mech64 = random_batch(1, 1000, 8, 8)
         want = {k: np.asarray(v) for k, v in reference_levels(mech64).items()}
-    got = fused_levels(mech64.astype(jnp.float32))
+    got = fused_levels(mech64.astype(jnp.float32), kernel=kernel)
     for name, w in want.items():
         assert got[name].dtype == jnp.float32
         np.testing.assert_allclose(np.asarray(got[name], np.float64), w, rtol=1e-3, atol=2e-6,
                                    err_msg=name)
 
 
-def test_fused_edge_cases(x64):
+@pytest.mark.parametrize("kernel", ["xla", "native"])
+def test_fused_edge_cases(x64, kernel, native_kernel):
     """Zero entries, an impossible output, a ruled-out secret whose row puts mass on an output
     only it produces, a constant mechanism, and a belief with a zero."""
     K = np.array([
@@ -74,7 +77,7 @@ def test_fused_edge_cases(x64):
     belief = np.array([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5], [0.5, 0.5, 0.0], [0.2, 0.2, 0.6]])
     mech = Mechanism.from_K(K, prior, belief, dtype=jnp.float64)
     assert_same_levels(mech, rtol=1e-12, atol=1e-15)
-    assert_same_levels(mech.astype(jnp.float32), rtol=1e-5, atol=1e-7)
+    assert_same_levels(mech.astype(jnp.float32), rtol=1e-5, atol=1e-7, kernel=kernel)
 
 
 def test_fused_on_sampler_output_including_extremes():
@@ -119,7 +122,8 @@ def test_compiler_options_keep_the_levels_and_apply_only_to_short_axes_on_cpu():
     assert fused.compiler_options(9, 4) is None and fused.compiler_options(4, 16) is None
     mech = samplers.sample(jax.random.key(11), 2048, samplers.SamplerSpec(8, 8,
                                                                           belief_eps_max=1.0))
-    levels = lambda K, prior, belief: fused.record_levels(K, prior, belief)._asdict()
+    def levels(K, prior, belief):
+        return fused.record_levels(K, prior, belief, kernel="xla")._asdict()
     default = jax.jit(levels)(mech.log_K, mech.log_prior, mech.log_belief)
     tuned = jax.jit(levels, compiler_options=fused.compiler_options(8, 8))(
         mech.log_K, mech.log_prior, mech.log_belief)
@@ -136,8 +140,9 @@ def test_one_tile_off_the_cpu_runs_without_a_loop(monkeypatch):
     mech = samplers.sample(jax.random.key(12), 700, samplers.SamplerSpec(5, 6,
                                                                          belief_eps_max=1.0))
     args = (mech.log_K, mech.log_prior, mech.log_belief)
-    tiled = fused.record_levels(*args, tile=64)
-    assert "scan" in str(jax.make_jaxpr(lambda *a: fused.record_levels(*a, tile=64))(*args))
+    tiled = fused.record_levels(*args, tile=64, kernel="xla")
+    assert "scan" in str(jax.make_jaxpr(lambda *a: fused.record_levels(*a, tile=64,
+                                                                       kernel="xla"))(*args))
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
     assert "scan" not in str(jax.make_jaxpr(fused.record_levels)(*args))
     whole = fused.record_levels(*args)

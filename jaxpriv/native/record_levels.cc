@@ -1,0 +1,372 @@
+// LDP, MBP, record-law ABP, eps_unif and eps_bel of a batch of float32 mechanisms: the same
+// computation as jaxpriv.fused.record_levels_minor, written by hand for the CPU.
+//
+// Why by hand: XLA:CPU's code for that kernel spends ~1,500 cycles on an n = m = 8 mechanism;
+// its fusion and vectorization choices, not the arithmetic, set that floor (benchmarks/README.md).
+// Here mechanisms go through in blocks of kLanes, each quantity held as one GCC vector of
+// kLanes floats (one lane per mechanism: every loop over secrets or outputs is a SIMD operation
+// across mechanisms), exp/log are branch-free polynomials on those vectors, and the JS terms
+// that need a log (|t| > 1/4, ~14% at n = m = 8 but present in 4 of 5 vectors) are compacted
+// and evaluated together.
+//
+// Every step mirrors record_levels_minor (same masks, same formulas), so the two agree to
+// float32 rounding; tests/test_native.py holds them, and the float64 reference, side by side.
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "xla/ffi/api/ffi.h"
+
+namespace ffi = xla::ffi;
+
+namespace {
+
+constexpr int kLanes = 16;
+typedef float vf __attribute__((vector_size(kLanes * sizeof(float))));
+typedef int32_t vi __attribute__((vector_size(kLanes * sizeof(int32_t))));
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kLn2 = 0.693147180559945309f;
+
+inline vf splat(float x) { return vf{} + x; }
+inline vf larger(vf a, vf b) { return a < b ? b : a; }
+inline vf smaller(vf a, vf b) { return b < a ? b : a; }
+inline vf magnitude(vf a) { return (vf)((vi)a & 0x7fffffff); }
+inline vf as_float(vi a) { return (vf)a; }
+
+// e^x for x <= 88 (the kernel only exponentiates log-probabilities); -inf and x < -87 give 0.
+// Cephes expf: x = k·ln2 + r, |r| <= ln2/2, e^r by a degree-7 polynomial; about 1 ulp.
+inline vf exp_bounded(vf x) {
+  const vi zero = !(x >= -87.0f);
+  x = zero ? splat(0.0f) : smaller(x, splat(88.0f));
+  const vf shifter = splat(12582912.0f);  // 1.5·2^23: adding it rounds to an integer
+  const vf k = (x * 1.44269504088896341f + shifter) - shifter;
+  vf r = x - k * 0.693359375f;
+  r = r - k * -2.12194440e-4f;
+  vf p = splat(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const vf scale = as_float((__builtin_convertvector(k, vi) + 127) << 23);
+  return zero ? splat(0.0f) : p * scale;
+}
+
+// log x for finite x > 0 (subnormals included). Cephes logf: x = f·2^e with f in
+// [√½, √2), log f by a degree-9 polynomial in f − 1; about 1 ulp.
+inline vf log_positive(vf x) {
+  const vi subnormal = x < 1.17549435e-38f;
+  x = subnormal ? x * 8388608.0f : x;
+  const vi u = (vi)x;
+  vf e = __builtin_convertvector(((u >> 23) & 0xff) - 126, vf) -
+         (subnormal ? splat(23.0f) : splat(0.0f));
+  vf f = as_float((u & 0x007fffff) | 0x3f000000);  // in [0.5, 1)
+  const vi low = f < 0.707106781186547524f;
+  e = low ? e - 1.0f : e;
+  f = (low ? f + f : f) - 1.0f;
+  const vf z = f * f;
+  vf p = splat(7.0376836292e-2f);
+  p = p * f - 1.1514610310e-1f;
+  p = p * f + 1.1676998740e-1f;
+  p = p * f - 1.2420140846e-1f;
+  p = p * f + 1.4249322787e-1f;
+  p = p * f - 1.6668057665e-1f;
+  p = p * f + 2.0000714765e-1f;
+  p = p * f - 2.4999993993e-1f;
+  p = p * f + 3.3333331174e-1f;
+  vf y = f * z * p;
+  y = y + e * -2.12194440e-4f;
+  y = y - 0.5f * z;
+  return f + y + e * 0.693359375f;
+}
+
+// JS terms are ¼·(P+Q)·g(t), t = (P−Q)/(P+Q) (jaxpriv.divergences.js_terms_fast), with
+// g(t) = (1+t)·log(1+t) + (1−t)·log(1−t): from its series for u = t² <= 1/16 ...
+inline vf small_gap(vf u) {  // Σ_k u^k / (k(2k−1)), k = 1..6
+  vf series = splat(1.0f / 66.0f);
+  series = series * u + 1.0f / 45.0f;
+  series = series * u + 1.0f / 28.0f;
+  series = series * u + 1.0f / 15.0f;
+  series = series * u + 1.0f / 6.0f;
+  series = series * u + 1.0f;
+  return u * series;
+}
+
+// ... and beyond it, for a = |t| in (1/4, 1]: (1+a)·log(1+a) is a degree-7 polynomial in
+// a − 5/8 (Chebyshev fit, error 6e-9, below float32 rounding), (1−a)·log(1−a) a log.
+inline vf large_gap(vf a) {
+  const vf x = a - 0.625f;
+  vf p = splat(-1.3826630125e-03f);
+  p = p * x + 3.1056290904e-03f;
+  p = p * x - 7.1616491537e-03f;
+  p = p * x + 1.9406931411e-02f;
+  p = p * x - 6.3116696947e-02f;
+  p = p * x + 3.0769265519e-01f;
+  p = p * x + 1.4855078189e+00f;
+  p = p * x + 7.8895019928e-01f;
+  const vf rest = 1.0f - a;
+  const vi some = rest > 0.0f;
+  return p + (some ? rest * log_positive(some ? rest : splat(1.0f)) : splat(0.0f));
+}
+
+// Appends the lanes where `keep` is set to the lists (which need kLanes − 1 spare slots: the
+// vector path stores whole vectors). Returns how many were appended.
+inline int compact(vi keep, vf a, vf total, int32_t tag, float* list_a, float* list_total,
+                   int32_t* list_tag) {
+#if defined(__AVX512F__)
+  static_assert(kLanes == 16, "one AVX-512 vector per block");
+  const __mmask16 mask = _mm512_test_epi32_mask((__m512i)keep, (__m512i)keep);
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  // Compress in registers and store whole vectors: compress-to-memory is microcoded on AMD.
+  _mm512_storeu_ps(list_a, _mm512_maskz_compress_ps(mask, (__m512)a));
+  _mm512_storeu_ps(list_total, _mm512_maskz_compress_ps(mask, (__m512)total));
+  _mm512_storeu_si512(list_tag, _mm512_maskz_compress_epi32(
+                                    mask, _mm512_add_epi32(lane, _mm512_set1_epi32(tag))));
+  return __builtin_popcount(static_cast<unsigned>(mask));
+#else
+  int appended = 0;
+  for (int j = 0; j < kLanes; ++j) {
+    if (!keep[j]) continue;
+    list_a[appended] = a[j];
+    list_total[appended] = total[j];
+    list_tag[appended] = tag + j;
+    ++appended;
+  }
+  return appended;
+#endif
+}
+
+#if defined(__AVX512F__)
+// rows[j] (entries k..k+15 of mechanism j) → rows[q] (entry k+q of mechanisms 0..15).
+inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i + 0] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0x44);
+    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0xEE);
+    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
+    t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
+  }
+  for (int i = 0; i < 8; ++i) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+  }
+}
+#endif
+
+struct Scratch {
+  Scratch(int n, int m)
+      : log_K(n * m), scaled(n * m), deviation(n * m), shift(n * m), log_prior(n),
+        log_belief(n), prior(n), belief(n), js(n), list_a((n * n + 1) * kLanes),
+        list_total((n * n + 1) * kLanes), list_tag((n * n + 1) * kLanes) {}
+  std::vector<vf> log_K, scaled, deviation, shift, log_prior, log_belief, prior, belief, js;
+  std::vector<float> list_a, list_total;
+  std::vector<int32_t> list_tag;
+};
+
+struct Levels {
+  float* ldp;
+  float* mbp;
+  float* abp;
+  float* eps_unif;
+  float* eps_bel;
+};
+
+// Transposes mechanisms first .. first + kLanes − 1 into lane vectors (those past `count` are
+// uniform fillers, computed but not written).
+void load(const float* log_K, const float* log_prior, const float* log_belief, int64_t first,
+          int64_t count, int n, int m, Scratch& s) {
+  const int nm = n * m;
+  float* __restrict K = reinterpret_cast<float*>(s.log_K.data());
+  float* __restrict prior = reinterpret_cast<float*>(s.log_prior.data());
+  float* __restrict belief = reinterpret_cast<float*>(s.log_belief.data());
+  if (first + kLanes <= count) {
+    const float* __restrict K_in = log_K + first * nm;
+    int k = 0;
+#if defined(__AVX512F__)
+    for (; k + kLanes <= nm; k += kLanes) {
+      __m512 rows[kLanes];
+      for (int j = 0; j < kLanes; ++j) rows[j] = _mm512_loadu_ps(K_in + j * nm + k);
+      transpose16(rows);
+      for (int q = 0; q < kLanes; ++q) _mm512_store_ps(K + (k + q) * kLanes, rows[q]);
+    }
+#endif
+    for (; k < nm; ++k)
+      for (int j = 0; j < kLanes; ++j) K[k * kLanes + j] = K_in[j * nm + k];
+    for (int d = 0; d < n; ++d)
+      for (int j = 0; j < kLanes; ++j) {
+        prior[d * kLanes + j] = log_prior[(first + j) * n + d];
+        belief[d * kLanes + j] = log_belief[(first + j) * n + d];
+      }
+    return;
+  }
+  const float row_filler = -std::log(static_cast<float>(m));
+  const float prior_filler = -std::log(static_cast<float>(n));
+  for (int j = 0; j < kLanes; ++j) {
+    const int64_t i = first + j;
+    const bool real = i < count;
+    for (int k = 0; k < nm; ++k) K[k * kLanes + j] = real ? log_K[i * nm + k] : row_filler;
+    for (int d = 0; d < n; ++d) {
+      prior[d * kLanes + j] = real ? log_prior[i * n + d] : prior_filler;
+      belief[d * kLanes + j] = real ? log_belief[i * n + d] : prior_filler;
+    }
+  }
+}
+
+void block(const float* log_K_in, const float* log_prior_in, const float* log_belief_in,
+           int64_t first, int64_t count, int n, int m, Scratch& s, const Levels& out) {
+  load(log_K_in, log_prior_in, log_belief_in, first, count, n, m, s);
+  const vf* lk = s.log_K.data();
+  const vf* lp = s.log_prior.data();
+  const vf* lb = s.log_belief.data();
+  const vf zero = splat(0.0f), minus_inf = splat(-kInf);
+
+  vf ldp = zero, mbp = zero;
+  for (int d = 0; d < n; ++d) {
+    s.prior[d] = exp_bounded(lp[d]);
+    s.belief[d] = exp_bounded(lb[d]);
+  }
+  for (int w = 0; w < m; ++w) {
+    vf top = lk[w], bottom = lk[w];
+    for (int d = 1; d < n; ++d) {
+      top = larger(top, lk[d * m + w]);
+      bottom = smaller(bottom, lk[d * m + w]);
+    }
+    const vi occurs = top > minus_inf;
+    ldp = larger(ldp, occurs ? top - bottom : zero);
+    const vf safe_top = occurs ? top : zero;
+
+    // Column-scaled mechanism R = K / max_d K; q = Σ_d π(d)·R[d,w], p(w) = e^{top}·q.
+    vf q = zero;
+    for (int d = 0; d < n; ++d) {
+      s.scaled[d * m + w] = exp_bounded(lk[d * m + w] - safe_top);
+      q = d == 0 ? s.prior[0] * s.scaled[w] : q + s.prior[d] * s.scaled[d * m + w];
+    }
+    const vi possible = q > 0.0f;
+    const vf safe_q = possible ? q : splat(1.0f);
+    const vf log_p = safe_top + log_positive(safe_q);
+    const vf top_scale = exp_bounded(safe_top), inverse_q = 1.0f / safe_q;
+    for (int d = 0; d < n; ++d) {
+      const vi counted = lp[d] > minus_inf;
+      mbp = larger(mbp, (counted & possible) ? magnitude(lk[d * m + w] - log_p) : zero);
+      // Y = K − p = e^{top}·(R − q); Z = P − π = π·(R − q)/q (the posterior shift).
+      const vf centred = possible ? s.scaled[d * m + w] - q : zero;
+      s.deviation[d * m + w] = top_scale * centred;
+      s.shift[d * m + w] = s.prior[d] * centred * inverse_q;
+    }
+  }
+
+  // F^A_{d*=a}(c) − π(c) = Σ_w Y[a,w]·Z[c,w]; JS(F^A_a ‖ belief) summed over c. Terms with
+  // t² <= 1/16 are added in place; the others are listed and evaluated after the loop.
+  int listed = 0;
+  for (int a = 0; a < n; ++a) {
+    vf js = zero;
+    for (int c = 0; c < n; ++c) {
+      vf delta = s.deviation[a * m] * s.shift[c * m];
+      for (int w = 1; w < m; ++w) delta += s.deviation[a * m + w] * s.shift[c * m + w];
+      const vf total = larger(s.prior[c] + s.belief[c] + delta, zero);
+      const vi occupied = total > 0.0f;
+      const vf difference = delta + (s.prior[c] - s.belief[c]);
+      vf t = occupied ? difference / (occupied ? total : splat(1.0f)) : zero;
+      t = smaller(larger(t, splat(-1.0f)), splat(1.0f));
+      const vf u = t * t;
+      const vi small = u <= 0.0625f;
+      js += (occupied & small) ? 0.25f * total * small_gap(small ? u : zero) : zero;
+      listed += compact(occupied & ~small, magnitude(t), total, a * kLanes,
+                        s.list_a.data() + listed, s.list_total.data() + listed,
+                        s.list_tag.data() + listed);
+    }
+    s.js[a] = js;
+  }
+  float* js = reinterpret_cast<float*>(s.js.data());
+  for (int first_listed = 0; first_listed < listed; first_listed += kLanes) {
+    vf a, total;
+    std::memcpy(&a, s.list_a.data() + first_listed, sizeof a);
+    std::memcpy(&total, s.list_total.data() + first_listed, sizeof total);
+    const vi valid = __builtin_convertvector(
+        vf{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15} <
+            static_cast<float>(listed - first_listed), vi);
+    a = valid ? a : splat(0.5f);  // the tail of the last vector holds stale values
+    const vf term = 0.25f * total * large_gap(a);
+    const int stop = listed - first_listed < kLanes ? listed - first_listed : kLanes;
+    for (int j = 0; j < stop; ++j) js[s.list_tag[first_listed + j]] += term[j];
+  }
+  vf abp = zero;
+  for (int a = 0; a < n; ++a) {
+    const vf level = smaller(larger(s.js[a], zero), splat(kLn2));
+    vf root;
+    for (int j = 0; j < kLanes; ++j) root[j] = level[j] > 0.0f ? std::sqrt(level[j]) : 0.0f;
+    abp = larger(abp, lp[a] > minus_inf ? root : zero);
+  }
+
+  vf low = lp[0], high = lp[0], bel = zero;
+  for (int d = 0; d < n; ++d) {
+    low = smaller(low, lp[d]);
+    high = larger(high, lp[d]);
+    const vi both_zero = (lp[d] == minus_inf) & (lb[d] == minus_inf);
+    bel = larger(bel, both_zero ? zero : magnitude(lb[d] - lp[d]));
+  }
+  const vf eps_unif = low > minus_inf ? high - low : splat(kInf);
+  for (int j = 0; j < kLanes && first + j < count; ++j) {
+    const int64_t i = first + j;
+    out.ldp[i] = ldp[j];
+    out.mbp[i] = mbp[j];
+    out.abp[i] = abp[j];
+    out.eps_unif[i] = eps_unif[j];
+    out.eps_bel[i] = bel[j];
+  }
+}
+
+ffi::Error RecordLevels(ffi::Buffer<ffi::F32> log_K, ffi::Buffer<ffi::F32> log_prior,
+                        ffi::Buffer<ffi::F32> log_belief, ffi::ResultBuffer<ffi::F32> ldp,
+                        ffi::ResultBuffer<ffi::F32> mbp, ffi::ResultBuffer<ffi::F32> abp,
+                        ffi::ResultBuffer<ffi::F32> eps_unif, ffi::ResultBuffer<ffi::F32> eps_bel) {
+  const auto dims = log_K.dimensions();
+  if (dims.size() < 2) return ffi::Error::InvalidArgument("log_K must have shape (..., n, m)");
+  const int n = static_cast<int>(dims[dims.size() - 2]);
+  const int m = static_cast<int>(dims[dims.size() - 1]);
+  if (n < 1 || m < 1) return ffi::Error::InvalidArgument("log_K needs n, m >= 1");
+  const int64_t count = static_cast<int64_t>(log_K.element_count()) / (n * m);
+  if (static_cast<int64_t>(log_prior.element_count()) != count * n ||
+      static_cast<int64_t>(log_belief.element_count()) != count * n ||
+      static_cast<int64_t>(ldp->element_count()) != count)
+    return ffi::Error::InvalidArgument("log_prior, log_belief and the levels must match log_K");
+  Scratch scratch(n, m);
+  const Levels out{ldp->typed_data(), mbp->typed_data(), abp->typed_data(),
+                   eps_unif->typed_data(), eps_bel->typed_data()};
+  for (int64_t first = 0; first < count; first += kLanes)
+    block(log_K.typed_data(), log_prior.typed_data(), log_belief.typed_data(), first, count, n,
+          m, scratch, out);
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxprivRecordLevels, RecordLevels,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>());

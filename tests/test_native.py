@@ -1,0 +1,200 @@
+"""The native CPU kernel (jaxpriv.native) against the float64 reference notions and the XLA
+kernel, on the sweep's own mechanisms, odd shapes (partial blocks of 16, n·m not a multiple of
+16) and edge cases; plus its build: cached, fails with a reason, can be turned off."""
+
+import os
+import stat
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxpriv import fused, native, samplers
+from tests.test_fused import random_batch, reference_levels
+
+FIELDS = fused.RecordLevels._fields
+
+
+@pytest.fixture
+def built():
+    if native._compiler() is None:
+        pytest.skip("no C++ compiler on this machine")
+    assert native.available(), native.unavailable_reason()
+
+
+def test_the_kernel_builds_wherever_a_compiler_exists():
+    """CI has a compiler: a broken build must fail here, not silently fall back to XLA."""
+    if native._compiler() is None:
+        pytest.skip("no C++ compiler on this machine")
+    assert native.available(), native.unavailable_reason()
+    assert native.library_path().exists()
+
+
+def batch32(seed, count, n, m, zero_fraction=0.0):
+    with jax.enable_x64(True):
+        return random_batch(seed, count, n, m, zero_fraction).astype(jnp.float32)
+
+
+def native_levels(log_K, log_prior, log_belief):
+    return dict(zip(FIELDS, jax.jit(native.record_levels)(log_K, log_prior, log_belief)))
+
+
+def assert_close(got, want, rtol, atol):
+    for name in FIELDS:
+        g, w = np.asarray(got[name], np.float64), np.asarray(want[name], np.float64)
+        assert g.shape == w.shape, name
+        assert not np.isnan(g).any(), name
+        np.testing.assert_array_equal(np.isinf(g), np.isinf(w), err_msg=name)
+        finite = np.isfinite(w)
+        np.testing.assert_allclose(g[finite], w[finite], rtol=rtol, atol=atol, err_msg=name)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (2, 2), (3, 7), (8, 8), (5, 16), (16, 16), (3, 33)])
+def test_native_matches_float64_reference_on_odd_shapes(built, shape):
+    """1,000 + 7 mechanisms: a partial last block; n·m = 80 and 256 use the 16×16 transposes,
+    21 and 99 the scalar path for what is left over."""
+    with jax.enable_x64(True):
+        mech = random_batch(7, 1007, *shape, zero_fraction=0.2)
+        want = {k: np.asarray(v) for k, v in reference_levels(mech).items()}
+    mech32 = mech.astype(jnp.float32)
+    got = native_levels(mech32.log_K, mech32.log_prior, mech32.log_belief)
+    assert_close(got, want, rtol=1e-3, atol=2e-6)
+
+
+def test_native_matches_xla_kernel_on_sampler_output_including_extremes(built):
+    """The sweep's own mechanisms (Dirichlet rows to concentration 1e-2, sharp logits, k-RR to
+    ε = 8, sparse rows, ε-close priors, tilted beliefs) agree with the XLA kernel to float32
+    rounding, and with the float64 reference."""
+    mech = samplers.sample(jax.random.key(3), 8192, samplers.SamplerSpec(8, 8,
+                                                                        belief_eps_max=1.0))
+    args = (mech.log_K, mech.log_prior, mech.log_belief)
+    got = native_levels(*args)
+    xla = jax.jit(lambda *a: fused.record_levels(*a, kernel="xla"))(*args)._asdict()
+    assert_close(got, xla, rtol=2e-5, atol=2e-7)
+    with jax.enable_x64(True):
+        want = {k: np.asarray(v) for k, v in reference_levels(mech.astype(jnp.float64)).items()}
+    assert_close(got, want, rtol=1e-3, atol=2e-6)
+    assert np.isinf(want["ldp"]).any() and (want["abp"] > 0.5).any()  # the extremes are there
+
+
+def test_native_keeps_relative_accuracy_where_abp_is_tiny(built):
+    """K ≈ constant: ABP ≈ 1e-4 comes from a JS of 1e-8; sqrt amplifies any cancellation."""
+    rng = np.random.default_rng(0)
+    with jax.enable_x64(True):
+        base = np.full((64, 8, 8), 1 / 8)
+        K = base * (1 + 1e-3 * rng.standard_normal((64, 8, 8)))
+        K /= K.sum(-1, keepdims=True)
+        mech = random_batch(0, 64, 8, 8)
+        from jaxpriv.mechanisms import Mechanism
+        mech = Mechanism.from_K(K, np.exp(np.asarray(mech.log_prior)), np.exp(
+            np.asarray(mech.log_prior)), dtype=jnp.float64)
+        want = np.asarray(reference_levels(mech)["abp"])
+    mech32 = mech.astype(jnp.float32)
+    got = np.asarray(native_levels(mech32.log_K, mech32.log_prior, mech32.log_belief)["abp"])
+    assert want.max() < 1e-3
+    np.testing.assert_allclose(got, want, rtol=2e-3)  # float32 input rounding of K ≈ 1e-7
+
+
+def test_native_edge_cases(built):
+    """Zero entries, an impossible output, a ruled-out secret with an output only it produces,
+    a constant mechanism, the identity (disjoint rows: JS = ln 2 terms), zeros in the belief."""
+    from jaxpriv.mechanisms import Mechanism
+    K = np.array([
+        [[0.5, 0.5, 0.0], [0.25, 0.75, 0.0], [0.0, 0.0, 1.0]],
+        [[1 / 3, 1 / 3, 1 / 3]] * 3,
+        [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
+        [[0.9, 0.1, 0.0], [0.1, 0.9, 0.0], [0.5, 0.5, 0.0]],
+    ])
+    prior = np.array([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5], [0.6, 0.4, 0.0], [1 / 3] * 3])
+    belief = np.array([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5], [0.5, 0.5, 0.0], [0.2, 0.2, 0.6]])
+    with jax.enable_x64(True):
+        mech = Mechanism.from_K(K, prior, belief, dtype=jnp.float64)
+        want = {k: np.asarray(v) for k, v in reference_levels(mech).items()}
+    mech32 = mech.astype(jnp.float32)
+    got = native_levels(mech32.log_K, mech32.log_prior, mech32.log_belief)
+    assert_close(got, want, rtol=1e-5, atol=1e-7)
+    assert np.isinf(got["ldp"][0]) and np.isinf(got["eps_unif"][0]) and got["ldp"][1] == 0
+
+
+def test_native_batch_shapes_vmap_and_empty_batch(built):
+    mech = batch32(5, 24, 3, 4)
+    args = (mech.log_K, mech.log_prior, mech.log_belief)
+    flat = native_levels(*args)
+    stacked = [a.reshape((2, 12) + a.shape[1:]) for a in args]
+    nested = dict(zip(FIELDS, jax.vmap(native.record_levels)(*stacked)))
+    one = native.record_levels(*(a[13] for a in args))
+    for name in FIELDS:
+        assert nested[name].shape == (2, 12) and one[FIELDS.index(name)].shape == ()
+        np.testing.assert_array_equal(np.asarray(nested[name]).reshape(-1), flat[name])
+        assert float(one[FIELDS.index(name)]) == float(flat[name][13])
+    empty = native.record_levels(*(a[:0] for a in args))
+    assert all(level.shape == (0,) for level in empty)
+
+
+def test_fused_dispatch_native_for_float32_on_cpu_and_xla_for_float64(built):
+    mech = batch32(2, 40, 4, 4)
+    args = (mech.log_K, mech.log_prior, mech.log_belief)
+    assert fused.uses_native_kernel(*args)
+    assert "ffi" in str(jax.make_jaxpr(fused.record_levels)(*args)).lower() or \
+        "custom_call" in str(jax.jit(fused.record_levels).lower(*args).as_text())
+    with jax.enable_x64(True):
+        args64 = tuple(a.astype(jnp.float64) for a in args)
+        assert not fused.uses_native_kernel(*args64)
+        with pytest.raises(TypeError, match="float32"):
+            native.record_levels(*args64)
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        fused.record_levels(*args, kernel="fortran")
+
+
+def test_turned_off_by_environment_without_a_warning(monkeypatch):
+    monkeypatch.setenv("JAXPRIV_NATIVE", "0")
+    native._registered.cache_clear()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert not native.available()
+        assert "JAXPRIV_NATIVE" in native.unavailable_reason()
+        mech = batch32(2, 8, 3, 3)
+        assert not fused.uses_native_kernel(mech.log_K)
+        with pytest.raises(RuntimeError, match="not available"):
+            native.record_levels(mech.log_K, mech.log_prior, mech.log_belief)
+    finally:
+        monkeypatch.delenv("JAXPRIV_NATIVE")
+        native._registered.cache_clear()
+
+
+def test_a_failed_build_names_the_compiler_error_and_warns_once(monkeypatch, tmp_path):
+    compiler = tmp_path / "broken-c++"
+    compiler.write_text("#!/bin/sh\necho 'record_levels.cc:1: error: no such header' >&2\n"
+                        "exit 1\n")
+    compiler.chmod(compiler.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("CXX", str(compiler))
+    monkeypatch.setenv("JAXPRIV_CACHE", str(tmp_path / "cache"))
+    native._compiler_identity.cache_clear()
+    native._registered.cache_clear()
+    try:
+        with pytest.raises(RuntimeError, match="no such header"):
+            native.build()
+        assert not list((tmp_path / "cache" / "native").iterdir())  # no partial library left
+        with pytest.warns(RuntimeWarning, match="using the XLA kernel.*no such header"):
+            assert not native.available()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert not native.available()  # said once per process
+    finally:
+        monkeypatch.delenv("CXX")
+        monkeypatch.delenv("JAXPRIV_CACHE")
+        native._compiler_identity.cache_clear()
+        native._registered.cache_clear()
+
+
+def test_the_library_is_cached_by_source_and_machine(built, monkeypatch, tmp_path):
+    monkeypatch.setenv("JAXPRIV_CACHE", str(tmp_path))
+    path = native.library_path()
+    assert path.parent == tmp_path / "native" and not path.exists()
+    assert native.build() == path and path.exists()
+    built_at = path.stat().st_mtime_ns
+    assert native.build() == path and path.stat().st_mtime_ns == built_at  # not rebuilt
+    assert os.listdir(path.parent) == [path.name]
