@@ -1,8 +1,11 @@
 """Throughput of LDP + MBP + ABP(record law, all d*) over batches of random mechanisms.
 
 Compares, in the same run and on the same mechanisms:
-  * jaxpriv's fused batch kernel (:mod:`jaxpriv.fused`), float32, the batch sharded over all
-    local devices (on a CPU: one JAX device per core, ``--cpu-devices``);
+  * jaxpriv's fused batch kernel (:func:`jaxpriv.fused.record_levels`), float32, the batch
+    sharded over all local devices (on a CPU: one JAX device per core, ``--cpu-devices``), as
+    the sweep runs it: on a CPU that is the native kernel (:mod:`jaxpriv.native`) where it
+    builds;
+  * the same with ``kernel="xla"`` (its XLA kernel), to show what the native kernel adds;
   * jaxpriv's reference kernels (:mod:`jaxpriv.notions`), float32, one device;
   * the naive ``jax.vmap`` of a straightforward per-mechanism function (float32);
   * a straightforward vectorized NumPy float64 implementation (the baseline).
@@ -38,8 +41,8 @@ def jaxpriv_core(log_K, log_prior):
             jnp.max(notions.abp_record_kernel(log_K, log_prior, log_prior), axis=-1))
 
 
-def fused_core(log_K, log_prior, tile=None):
-    levels = fused.record_levels(log_K, log_prior, log_prior, tile=tile)
+def fused_core(log_K, log_prior, tile=None, kernel="auto"):
+    levels = fused.record_levels(log_K, log_prior, log_prior, tile=tile, kernel=kernel)
     return levels.ldp, levels.mbp, levels.abp
 
 
@@ -100,12 +103,16 @@ def bench(n, batch, repeats, tile=None, seed=0):
     # the short reductions at n = m <= 8)
     fast, sharding = sharded(lambda log_K, log_prior: fused_core(log_K, log_prior, tile),
                              fused.compiler_options(n, n))
+    fast_xla, _ = sharded(lambda log_K, log_prior: fused_core(log_K, log_prior, tile, "xla"),
+                          fused.compiler_options(n, n))
     log_K_sharded = jax.device_put(log_K, sharding)
     log_prior_sharded = jax.device_put(log_prior, sharding)
     reference = jax.jit(jaxpriv_core)
     naive = jax.jit(jax.vmap(naive_single))
     t_fast = timed(lambda: jax.block_until_ready(fast(log_K_sharded, log_prior_sharded)),
                    repeats)
+    t_xla = timed(lambda: jax.block_until_ready(fast_xla(log_K_sharded, log_prior_sharded)),
+                  repeats)
     t_reference = timed(lambda: jax.block_until_ready(reference(log_K, log_prior)), repeats)
     t_naive = timed(lambda: jax.block_until_ready(naive(K32, prior32)), repeats)
     np_batch = min(batch, 50_000)
@@ -116,7 +123,9 @@ def bench(n, batch, repeats, tile=None, seed=0):
     return {
         "n": n, "m": n, "batch": batch,
         "devices": jax.device_count(),
-        "fused_per_s": batch / t_fast, "reference_kernels_per_s": batch / t_reference,
+        "kernel": "native" if fused.uses_native_kernel(log_K) else "xla",
+        "fused_per_s": batch / t_fast, "fused_xla_per_s": batch / t_xla,
+        "reference_kernels_per_s": batch / t_reference,
         "naive_vmap_per_s": batch / t_naive,
         "numpy_f64_per_s": batch / t_numpy, "ratio_vs_numpy": t_numpy / t_fast,
         "ratio_vs_naive_vmap": t_naive / t_fast,
@@ -140,17 +149,20 @@ def main():
 
     rows = []
     print(f"devices: {jax.devices()}  ({platform.processor() or platform.machine()})")
-    print(f"{'n=m':>4} {'batch':>8} {'fused/s':>10} {'notions/s':>10} {'vmap/s':>10} "
-          f"{'numpy64/s':>10} {'×numpy':>7} {'×vmap':>6}")
+    print(f"{'n=m':>4} {'batch':>8} {'fused/s':>10} {'kernel':>6} {'xla/s':>10} "
+          f"{'notions/s':>10} {'vmap/s':>10} {'numpy64/s':>10} {'×numpy':>7} {'×vmap':>6} "
+          f"{'×xla':>5}")
     for n in args.sizes:
         batch = args.batch if n <= 8 else max(1000, int(args.batch * (8 / n) ** 2))
         batch -= batch % jax.device_count()
         row = bench(n, batch, args.repeats, args.tile)
         rows.append(row)
-        print(f"{n:>4} {batch:>8} {row['fused_per_s']:>10.3e} "
+        print(f"{n:>4} {batch:>8} {row['fused_per_s']:>10.3e} {row['kernel']:>6} "
+              f"{row['fused_xla_per_s']:>10.3e} "
               f"{row['reference_kernels_per_s']:>10.3e} {row['naive_vmap_per_s']:>10.3e} "
               f"{row['numpy_f64_per_s']:>10.3e} {row['ratio_vs_numpy']:>7.1f} "
-              f"{row['ratio_vs_naive_vmap']:>6.2f}")
+              f"{row['ratio_vs_naive_vmap']:>6.2f} "
+              f"{row['fused_per_s'] / row['fused_xla_per_s']:>5.2f}")
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak resident memory: {peak_mib:.0f} MiB")
     if args.json:
