@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from jaxpriv import fused, native, samplers
-from tests.test_fused import random_batch, reference_levels
+from tests.test_fused import assert_levels_close, random_batch, reference_levels
 
 FIELDS = fused.RecordLevels._fields
 
@@ -41,16 +41,6 @@ def native_levels(log_K, log_prior, log_belief):
     return dict(zip(FIELDS, jax.jit(native.record_levels)(log_K, log_prior, log_belief)))
 
 
-def assert_close(got, want, rtol, atol):
-    for name in FIELDS:
-        g, w = np.asarray(got[name], np.float64), np.asarray(want[name], np.float64)
-        assert g.shape == w.shape, name
-        assert not np.isnan(g).any(), name
-        np.testing.assert_array_equal(np.isinf(g), np.isinf(w), err_msg=name)
-        finite = np.isfinite(w)
-        np.testing.assert_allclose(g[finite], w[finite], rtol=rtol, atol=atol, err_msg=name)
-
-
 @pytest.mark.parametrize("shape", [(1, 1), (2, 2), (3, 7), (8, 8), (5, 16), (16, 16), (3, 33)])
 def test_native_matches_float64_reference_on_odd_shapes(built, shape):
     """1,000 + 7 mechanisms: a partial last block; n·m = 80 and 256 use the 16×16 transposes,
@@ -60,7 +50,7 @@ def test_native_matches_float64_reference_on_odd_shapes(built, shape):
         want = {k: np.asarray(v) for k, v in reference_levels(mech).items()}
     mech32 = mech.astype(jnp.float32)
     got = native_levels(mech32.log_K, mech32.log_prior, mech32.log_belief)
-    assert_close(got, want, rtol=1e-3, atol=2e-6)
+    assert_levels_close(got, want, rtol=1e-3, atol=2e-6)
 
 
 def test_native_matches_xla_kernel_on_sampler_output_including_extremes(built):
@@ -72,10 +62,10 @@ def test_native_matches_xla_kernel_on_sampler_output_including_extremes(built):
     args = (mech.log_K, mech.log_prior, mech.log_belief)
     got = native_levels(*args)
     xla = jax.jit(lambda *a: fused.record_levels(*a, kernel="xla"))(*args)._asdict()
-    assert_close(got, xla, rtol=2e-5, atol=2e-7)
+    assert_levels_close(got, xla, rtol=2e-5, atol=2e-7)
     with jax.enable_x64(True):
         want = {k: np.asarray(v) for k, v in reference_levels(mech.astype(jnp.float64)).items()}
-    assert_close(got, want, rtol=1e-3, atol=2e-6)
+    assert_levels_close(got, want, rtol=1e-3, atol=2e-6)
     assert np.isinf(want["ldp"]).any() and (want["abp"] > 0.5).any()  # the extremes are there
 
 
@@ -114,7 +104,7 @@ def test_native_edge_cases(built):
         want = {k: np.asarray(v) for k, v in reference_levels(mech).items()}
     mech32 = mech.astype(jnp.float32)
     got = native_levels(mech32.log_K, mech32.log_prior, mech32.log_belief)
-    assert_close(got, want, rtol=1e-5, atol=1e-7)
+    assert_levels_close(got, want, rtol=1e-5, atol=1e-7)
     assert np.isinf(got["ldp"][0]) and np.isinf(got["eps_unif"][0]) and got["ldp"][1] == 0
 
 
