@@ -34,6 +34,7 @@ typedef int32_t vi __attribute__((vector_size(kLanes * sizeof(int32_t))));
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kLn2 = 0.693147180559945309f;
+constexpr float kSmallest = 1.17549435e-38f;  // the smallest normal float
 
 inline vf splat(float x) { return vf{} + x; }
 inline vf larger(vf a, vf b) { return a < b ? b : a; }
@@ -64,7 +65,7 @@ inline vf exp_bounded(vf x) {
 // log x for finite x > 0 (subnormals included). Cephes logf: x = f·2^e with f in
 // [√½, √2), log f by a degree-9 polynomial in f − 1; about 1 ulp.
 inline vf log_positive(vf x) {
-  const vi subnormal = x < 1.17549435e-38f;
+  const vi subnormal = x < kSmallest;
   x = subnormal ? x * 8388608.0f : x;
   const vi u = (vi)x;
   vf e = __builtin_convertvector(((u >> 23) & 0xff) - 126, vf) -
@@ -91,13 +92,13 @@ inline vf log_positive(vf x) {
 
 // JS terms are ¼·(P+Q)·g(t), t = (P−Q)/(P+Q) (jaxpriv.divergences.js_terms_fast), with
 // g(t) = (1+t)·log(1+t) + (1−t)·log(1−t): from its series for u = t² <= 1/16 ...
-inline vf small_gap(vf u) {  // Σ_k u^k / (k(2k−1)), k = 1..6
-  vf series = splat(1.0f / 66.0f);
-  series = series * u + 1.0f / 45.0f;
-  series = series * u + 1.0f / 28.0f;
-  series = series * u + 1.0f / 15.0f;
-  series = series * u + 1.0f / 6.0f;
-  series = series * u + 1.0f;
+inline vf quarter_small_gap(vf u) {  // g/4 = Σ_k u^k / (4k(2k−1)), k = 1..6 (the ¼ is exact)
+  vf series = splat(0.25f / 66.0f);
+  series = series * u + 0.25f / 45.0f;
+  series = series * u + 0.25f / 28.0f;
+  series = series * u + 0.25f / 15.0f;
+  series = series * u + 0.25f / 6.0f;
+  series = series * u + 0.25f;
   return u * series;
 }
 
@@ -175,9 +176,10 @@ inline void transpose16(__m512 r[16]) {
 struct Scratch {
   Scratch(int n, int m)
       : log_K(n * m), scaled(n * m), deviation(n * m), shift(n * m), log_prior(n),
-        log_belief(n), prior(n), belief(n), js(n), list_a((n * n + 1) * kLanes),
+        log_belief(n), prior(n), belief(n), prior_plus_belief(n), prior_minus_belief(n), js(n), list_a((n * n + 1) * kLanes),
         list_total((n * n + 1) * kLanes), list_tag((n * n + 1) * kLanes) {}
-  std::vector<vf> log_K, scaled, deviation, shift, log_prior, log_belief, prior, belief, js;
+  std::vector<vf> log_K, scaled, deviation, shift, log_prior, log_belief, prior, belief,
+      prior_plus_belief, prior_minus_belief, js;
   std::vector<float> list_a, list_total;
   std::vector<int32_t> list_tag;
 };
@@ -231,8 +233,14 @@ void load(const float* log_K, const float* log_prior, const float* log_belief, i
   }
 }
 
+// kN, kM > 0 fix n and m at compile time (the loops over secrets and outputs unroll, and a
+// row of Y stays in registers through the Gram products); 0 takes them from the arguments.
+template <int kN, int kM>
 void block(const float* log_K_in, const float* log_prior_in, const float* log_belief_in,
-           int64_t first, int64_t count, int n, int m, Scratch& s, const Levels& out) {
+           int64_t first, int64_t count, int n_given, int m_given, Scratch& s,
+           const Levels& out) {
+  const int n = kN > 0 ? kN : n_given;
+  const int m = kM > 0 ? kM : m_given;
   load(log_K_in, log_prior_in, log_belief_in, first, count, n, m, s);
   const vf* lk = s.log_K.data();
   const vf* lp = s.log_prior.data();
@@ -276,23 +284,25 @@ void block(const float* log_K_in, const float* log_prior_in, const float* log_be
 
   // F^A_{d*=a}(c) − π(c) = Σ_w Y[a,w]·Z[c,w]; JS(F^A_a ‖ belief) summed over c. Terms with
   // t² <= 1/16 are added in place; the others are listed and evaluated after the loop.
+  for (int c = 0; c < n; ++c) {
+    s.prior_plus_belief[c] = s.prior[c] + s.belief[c];
+    s.prior_minus_belief[c] = s.prior[c] - s.belief[c];
+  }
   int listed = 0;
   for (int a = 0; a < n; ++a) {
     vf js = zero;
     for (int c = 0; c < n; ++c) {
       vf delta = s.deviation[a * m] * s.shift[c * m];
       for (int w = 1; w < m; ++w) delta += s.deviation[a * m + w] * s.shift[c * m + w];
-      const vf total = larger(s.prior[c] + s.belief[c] + delta, zero);
-      const vi occupied = total > 0.0f;
-      const vf difference = delta + (s.prior[c] - s.belief[c]);
-      vf t = occupied ? difference / (occupied ? total : splat(1.0f)) : zero;
-      t = smaller(larger(t, splat(-1.0f)), splat(1.0f));
+      const vf total = larger(s.prior_plus_belief[c] + delta, zero);
+      // Where total = 0 the term is 0 whatever t is (it is a multiple of total), so t needs no
+      // mask, only a divisor that is never 0; |t| > 1 (rounding) is clipped on the large path.
+      const vf t = (delta + s.prior_minus_belief[c]) / larger(total, splat(kSmallest));
       const vf u = t * t;
       const vi small = u <= 0.0625f;
-      js += (occupied & small) ? 0.25f * total * small_gap(small ? u : zero) : zero;
-      listed += compact(occupied & ~small, magnitude(t), total, a * kLanes,
-                        s.list_a.data() + listed, s.list_total.data() + listed,
-                        s.list_tag.data() + listed);
+      js += total * quarter_small_gap(small ? u : zero);
+      listed += compact(~small, magnitude(t), total, a * kLanes, s.list_a.data() + listed,
+                        s.list_total.data() + listed, s.list_tag.data() + listed);
     }
     s.js[a] = js;
   }
@@ -304,7 +314,7 @@ void block(const float* log_K_in, const float* log_prior_in, const float* log_be
     const vi valid = __builtin_convertvector(
         vf{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15} <
             static_cast<float>(listed - first_listed), vi);
-    a = valid ? a : splat(0.5f);  // the tail of the last vector holds stale values
+    a = valid ? smaller(a, splat(1.0f)) : splat(0.5f);  // past `listed`: stale values
     const vf term = 0.25f * total * large_gap(a);
     const int stop = listed - first_listed < kLanes ? listed - first_listed : kLanes;
     for (int j = 0; j < stop; ++j) js[s.list_tag[first_listed + j]] += term[j];
@@ -352,9 +362,20 @@ ffi::Error RecordLevels(ffi::Buffer<ffi::F32> log_K, ffi::Buffer<ffi::F32> log_p
   Scratch scratch(n, m);
   const Levels out{ldp->typed_data(), mbp->typed_data(), abp->typed_data(),
                    eps_unif->typed_data(), eps_bel->typed_data()};
-  for (int64_t first = 0; first < count; first += kLanes)
-    block(log_K.typed_data(), log_prior.typed_data(), log_belief.typed_data(), first, count, n,
-          m, scratch, out);
+  auto run = [&](auto kernel) {
+    for (int64_t first = 0; first < count; first += kLanes)
+      kernel(log_K.typed_data(), log_prior.typed_data(), log_belief.typed_data(), first, count,
+             n, m, scratch, out);
+  };
+  if (n == 8 && m == 8) {
+    run(block<8, 8>);
+  } else if (n == 4 && m == 4) {
+    run(block<4, 4>);
+  } else if (n == 2 && m == 2) {
+    run(block<2, 2>);
+  } else {
+    run(block<0, 0>);
+  }
   return ffi::Error::Success();
 }
 
