@@ -19,9 +19,8 @@ FIELDS = fused.RecordLevels._fields
 
 @pytest.fixture
 def built():
-    if native._compiler() is None:
-        pytest.skip("no C++ compiler on this machine")
-    assert native.available(), native.unavailable_reason()
+    if not native.available():  # test_the_kernel_builds_wherever_a_compiler_exists fails then
+        pytest.skip(f"native kernel unavailable: {native.unavailable_reason()}")
 
 
 def test_the_kernel_builds_wherever_a_compiler_exists():
@@ -168,7 +167,7 @@ def test_a_failed_build_names_the_compiler_error_and_warns_once(monkeypatch, tmp
         with pytest.raises(RuntimeError, match="no such header"):
             native.build()
         assert not list((tmp_path / "cache" / "native").iterdir())  # no partial library left
-        with pytest.warns(RuntimeWarning, match="using the XLA kernel.*no such header"):
+        with pytest.warns(native.NativeKernelWarning, match="using the XLA kernel.*no such header"):
             assert not native.available()
         with warnings.catch_warnings():
             warnings.simplefilter("error")

@@ -7,7 +7,8 @@ compiled with the system C++ compiler the first time it is needed (a few seconds
 registered with JAX as an XLA FFI target, so it runs inside jitted, sharded programs like any
 other operation. Where no compiler is found, the build fails, or ``JAXPRIV_NATIVE=0`` is set,
 :func:`available` is ``False`` and :func:`jaxpriv.fused.record_levels` uses its XLA kernel
-(same values to float32 rounding); a failed build says why once, as a ``RuntimeWarning``.
+(same values to float32 rounding); a failed build says why once, as a
+:class:`NativeKernelWarning`.
 
 Settings (environment variables):
   ``JAXPRIV_NATIVE``: ``0`` turns the kernel off (no build, no warning).
@@ -48,6 +49,10 @@ FLAGS = ("-std=c++17", "-O3", "-march=native", "-fno-math-errno", "-fno-trapping
 """``-march=native``: the library is built for the machine that runs it (the cache key holds the
 CPU's feature flags). No ``-ffast-math``: infinities are values here (``log K = −∞``)."""
 BUILD_TIMEOUT_S = 300
+
+
+class NativeKernelWarning(UserWarning):
+    """The native kernel could not be built or loaded; the XLA kernel runs instead."""
 
 
 def available() -> bool:
@@ -148,7 +153,7 @@ def _registered() -> str | None:
     except (OSError, RuntimeError, AttributeError) as error:
         reason = str(error) or type(error).__name__
         warnings.warn(f"jaxpriv: native CPU kernel unavailable, using the XLA kernel ({reason})",
-                      RuntimeWarning, stacklevel=3)
+                      NativeKernelWarning, stacklevel=3)
         return reason
     return None
 
