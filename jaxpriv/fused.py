@@ -7,8 +7,10 @@ fit in cache. This module computes the same levels with the batch as the *minor*
 every reduction over secrets or outputs is an elementwise operation across SIMD lanes of
 mechanisms, and processes the batch in cache-sized tiles with ``lax.map``. In float32 the JS
 terms come from :func:`jaxpriv.divergences.js_terms_fast` (float32-accurate, half the cost of
-the reference terms); float64 input gets the reference terms. The sweep screens mechanisms with
-it; every reported number is still recomputed by :mod:`jaxpriv.notions` in float64.
+the reference terms); float64 input gets the reference terms. On a CPU, float32 batches go to
+the same computation written by hand (:mod:`jaxpriv.native`) where it can be built. The sweep
+screens mechanisms with it; every reported number is still recomputed by :mod:`jaxpriv.notions`
+in float64.
 
 The record-law ABP needs ``F^A_{d*} − π`` for every true secret ``d*``; with ``Y[d,w] = K[d,w] −
 p(w)`` (the law's deviation from the marginal) and ``Z[d,w] = P[d,w] − π(d) = π(d)·Y[d,w]/p(w)``
@@ -191,9 +193,9 @@ def record_levels(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"]
       tile: mechanisms per tile of the XLA kernel (the batch is padded to a multiple of it);
         default :func:`default_tile` on a CPU, the whole batch on other backends (the tiles run
         one after another, and an accelerator wants one large computation, not many small ones).
-      kernel: ``"native"`` for :mod:`jaxpriv.native` (float32 on a CPU; 2.5× the XLA kernel at
-        n = m = 8), ``"xla"`` for the XLA kernel below, ``"auto"`` (default) for native where it
-        applies and is :func:`~jaxpriv.native.available`.
+      kernel: ``"native"`` for :mod:`jaxpriv.native` (float32 on a CPU; about 3× the XLA kernel
+        at n = m = 8), ``"xla"`` for the XLA kernel below, ``"auto"`` (default) for native where
+        it applies and is :func:`~jaxpriv.native.available`.
 
     Returns:
       :class:`RecordLevels`, each of shape ``(*b)``.

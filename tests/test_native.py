@@ -24,11 +24,12 @@ def built():
 
 
 def test_the_kernel_builds_wherever_a_compiler_exists():
-    """CI has a compiler: a broken build must fail here, not silently fall back to XLA."""
+    """CI has a compiler: a broken build must fail here, not silently fall back to XLA. (On a
+    CPU without AVX-512 it builds but is not used: slower than XLA there.)"""
     if native._compiler() is None:
         pytest.skip("no C++ compiler on this machine")
-    assert native.available(), native.unavailable_reason()
-    assert native.library_path().exists()
+    assert native.build().exists()
+    assert native.available() or "AVX-512" in native.unavailable_reason()
 
 
 def batch32(seed, count, n, m, zero_fraction=0.0):

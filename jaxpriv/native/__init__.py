@@ -10,8 +10,12 @@ other operation. Where no compiler is found, the build fails, or ``JAXPRIV_NATIV
 (same values to float32 rounding); a failed build says why once, as a
 :class:`NativeKernelWarning`.
 
+It is used only where the CPU has AVX-512 (its compress and transpose paths): elsewhere the
+portable build is correct but slower than the XLA kernel, and :func:`unavailable_reason` says so.
+
 Settings (environment variables):
-  ``JAXPRIV_NATIVE``: ``0`` turns the kernel off (no build, no warning).
+  ``JAXPRIV_NATIVE``: ``0`` turns the kernel off (no build, no warning); ``force`` uses it even
+  without AVX-512.
   ``JAXPRIV_CACHE``: where built libraries go (default ``~/.cache/jaxpriv``).
   ``CXX``: the compiler (default ``c++``, then ``g++``, then ``clang++``).
 
@@ -144,10 +148,14 @@ def build() -> Path:
 @functools.cache
 def _registered() -> str | None:
     """Builds, loads and registers the kernel once per process; the reason if it cannot."""
-    if os.environ.get("JAXPRIV_NATIVE", "1").strip().lower() in ("0", "false", "no", "off"):
+    setting = os.environ.get("JAXPRIV_NATIVE", "1").strip().lower()
+    if setting in ("0", "false", "no", "off"):
         return "turned off by JAXPRIV_NATIVE"
     try:
         library = ctypes.cdll.LoadLibrary(str(build()))
+        if not library.JaxprivNativeHasAvx512() and setting != "force":
+            return ("this CPU has no AVX-512, where the native kernel is slower than the XLA "
+                    "kernel (JAXPRIV_NATIVE=force uses it anyway)")
         jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(getattr(library, SYMBOL)),
                                     platform="cpu")
     except (OSError, RuntimeError, AttributeError) as error:

@@ -176,8 +176,9 @@ inline void transpose16(__m512 r[16]) {
 struct Scratch {
   Scratch(int n, int m)
       : log_K(n * m), scaled(n * m), deviation(n * m), shift(n * m), log_prior(n),
-        log_belief(n), prior(n), belief(n), prior_plus_belief(n), prior_minus_belief(n), js(n), list_a((n * n + 1) * kLanes),
-        list_total((n * n + 1) * kLanes), list_tag((n * n + 1) * kLanes) {}
+        log_belief(n), prior(n), belief(n), prior_plus_belief(n), prior_minus_belief(n), js(n),
+        list_a((n * n + 1) * kLanes), list_total((n * n + 1) * kLanes),
+        list_tag((n * n + 1) * kLanes) {}
   std::vector<vf> log_K, scaled, deviation, shift, log_prior, log_belief, prior, belief,
       prior_plus_belief, prior_minus_belief, js;
   std::vector<float> list_a, list_total;
@@ -391,3 +392,14 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxprivRecordLevels, RecordLevels,
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>());
+
+// Whether this build has the AVX-512 paths (compress, 16×16 transpose). Without them the kernel
+// is correct but slower than XLA's (measured with -march=x86-64-v3: 1.6e6 vs 3.0e6/s at
+// n = m = 8), so jaxpriv.native does not use it by default there.
+extern "C" int JaxprivNativeHasAvx512() {
+#if defined(__AVX512F__)
+  return 1;
+#else
+  return 0;
+#endif
+}
