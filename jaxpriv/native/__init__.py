@@ -10,12 +10,13 @@ other operation. Where no compiler is found, the build fails, or ``JAXPRIV_NATIV
 (same values to float32 rounding); a failed build says why once, as a
 :class:`NativeKernelWarning`.
 
-It is used only where the CPU has AVX-512 (its compress and transpose paths): elsewhere the
-portable build is correct but slower than the XLA kernel, and :func:`unavailable_reason` says so.
+It is used where the CPU has AVX2 or AVX-512 (8 or 16 mechanisms per vector): with 128-bit
+vectors only, the build is correct but no faster than the XLA kernel, and
+:func:`unavailable_reason` says so.
 
 Settings (environment variables):
-  ``JAXPRIV_NATIVE``: ``0`` turns the kernel off (no build, no warning); ``force`` uses it even
-  without AVX-512.
+  ``JAXPRIV_NATIVE``: ``0`` turns the kernel off (no build, no warning); ``force`` uses it
+  even with 128-bit vectors only.
   ``JAXPRIV_CACHE``: where built libraries go (default ``~/.cache/jaxpriv``).
   ``CXX``: the compiler (default ``c++``, then ``g++``, then ``clang++``).
 
@@ -48,10 +49,10 @@ from jaxtyping import Array, Float
 SOURCE = Path(__file__).with_name("record_levels.cc")
 TARGET = "jaxpriv_record_levels"
 SYMBOL = "JaxprivRecordLevels"
-FLAGS = ("-std=c++17", "-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math",
-         "-fPIC", "-shared")
-"""``-march=native``: the library is built for the machine that runs it (the cache key holds the
-CPU's feature flags). No ``-ffast-math``: infinities are values here (``log K = −∞``)."""
+FLAGS = ("-std=c++17", "-O3", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared")
+"""Plus ``-march=native`` by default: the library is built for the machine that runs it (the
+cache key holds the CPU's feature flags). No ``-ffast-math``: infinities are values here
+(``log K = −∞``)."""
 BUILD_TIMEOUT_S = 300
 
 
@@ -95,33 +96,52 @@ def record_levels(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"]
     reason = _registered()
     if reason is not None:
         raise RuntimeError(f"the native kernel is not available: {reason}")
-    batch_shape = log_K.shape[:-2]
-    level = jax.ShapeDtypeStruct(batch_shape, jnp.float32)
-    call = jax.ffi.ffi_call(TARGET, (level,) * 5, vmap_method="broadcast_all")
-    return tuple(call(*arrays))
+    return _call(TARGET, *arrays)
 
 
-def library_path() -> Path:
-    """Where the library for this source, these flags, compiler, JAX and CPU is cached."""
+def _call(target: str, *arrays: Array) -> tuple[Array, ...]:
+    level = jax.ShapeDtypeStruct(arrays[0].shape[:-2], jnp.float32)
+    return tuple(jax.ffi.ffi_call(target, (level,) * 5, vmap_method="broadcast_all")(*arrays))
+
+
+def register(library_file: Path, target: str) -> int:
+    """Loads a built library and registers its kernel as the CPU FFI target ``target``.
+
+    Returns:
+      mechanisms per SIMD vector in that build (16 with AVX-512, 8 with AVX2, else 4).
+    """
+    library = ctypes.cdll.LoadLibrary(str(library_file))
+    jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(getattr(library, SYMBOL)),
+                                platform="cpu")
+    return int(library.JaxprivNativeLanes())
+
+
+def library_path(march: str = "native") -> Path:
+    """Where the library for this source, flags, compiler, JAX and CPU is cached."""
     key = hashlib.sha256()
-    for part in (SOURCE.read_bytes(), " ".join(FLAGS).encode(), _compiler_identity().encode(),
-                 jax.__version__.encode(), _cpu_identity().encode()):
+    for part in (SOURCE.read_bytes(), " ".join(FLAGS).encode(), march.encode(),
+                 _compiler_identity().encode(), jax.__version__.encode(),
+                 _cpu_identity().encode()):
         key.update(part)
         key.update(b"\0")
     cache = Path(os.environ.get("JAXPRIV_CACHE") or Path.home() / ".cache" / "jaxpriv")
     return cache / "native" / f"record_levels-{key.hexdigest()[:16]}.so"
 
 
-def build() -> Path:
+def build(march: str = "native") -> Path:
     """Compiles ``record_levels.cc`` into :func:`library_path` unless it is there already.
 
     The library is written to a temporary file and renamed into place, so concurrent builds
     (two processes, a killed one) never leave a partial library behind.
 
+    Args:
+      march: the compiler's ``-march``; the tests build the portable variants with it
+        (``x86-64-v3``: AVX2, ``x86-64``: SSE2).
+
     Raises:
       RuntimeError: no compiler, or the compiler failed (its last lines in the message).
     """
-    target = library_path()
+    target = library_path(march)
     if target.exists():
         return target
     compiler = _compiler()
@@ -130,7 +150,8 @@ def build() -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, partial = tempfile.mkstemp(suffix=".so", dir=target.parent)
     os.close(handle)
-    command = [compiler, *FLAGS, "-I", jax.ffi.include_dir(), str(SOURCE), "-o", partial]
+    command = [compiler, *FLAGS, f"-march={march}", "-I", jax.ffi.include_dir(), str(SOURCE),
+               "-o", partial]
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
         if result.returncode != 0:
@@ -152,12 +173,12 @@ def _registered() -> str | None:
     if setting in ("0", "false", "no", "off"):
         return "turned off by JAXPRIV_NATIVE"
     try:
-        library = ctypes.cdll.LoadLibrary(str(build()))
-        if not library.JaxprivNativeHasAvx512() and setting != "force":
-            return ("this CPU has no AVX-512, where the native kernel is slower than the XLA "
-                    "kernel (JAXPRIV_NATIVE=force uses it anyway)")
-        jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(getattr(library, SYMBOL)),
-                                    platform="cpu")
+        library_file = build()
+        if ctypes.cdll.LoadLibrary(str(library_file)).JaxprivNativeLanes() < 8 and \
+                setting != "force":
+            return ("this CPU has neither AVX2 nor AVX-512, and with 128-bit vectors the native "
+                    "kernel is no faster than the XLA kernel (JAXPRIV_NATIVE=force uses it anyway)")
+        register(library_file, TARGET)
     except (OSError, RuntimeError, AttributeError) as error:
         reason = str(error) or type(error).__name__
         warnings.warn(f"jaxpriv: native CPU kernel unavailable, using the XLA kernel ({reason})",
