@@ -2,7 +2,7 @@
 
 XLA:CPU's code for the fused kernel runs about 1,500 cycles per n = m = 8 mechanism, set by its
 fusion and vectorization choices rather than by the arithmetic. ``record_levels.cc`` (beside
-this file) computes the same five levels with explicit SIMD vectors of 16 mechanisms; it is
+this file) computes the same five levels with explicit SIMD vectors, one mechanism per lane; it is
 compiled with the system C++ compiler the first time it is needed (a few seconds), cached, and
 registered with JAX as an XLA FFI target, so it runs inside jitted, sharded programs like any
 other operation. Where no compiler is found, the build fails, or ``JAXPRIV_NATIVE=0`` is set,
