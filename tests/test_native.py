@@ -217,3 +217,19 @@ def test_portable_builds_give_the_levels_of_the_native_build(built, monkeypatch,
         portable = dict(zip(FIELDS, jax.jit(lambda *a: native._call(target, *a))(*args)))
         assert_levels_close(portable, native_levels(*args), rtol=1e-5, atol=1e-6)  # FMA or not
 
+
+def test_an_unwritable_cache_falls_back_to_the_temporary_directory(monkeypatch, tmp_path):
+    """A home whose cache cannot be created (here: a file where the folder should be) must not
+    cost the native kernel: the library goes to a per-user folder in the temporary directory."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    monkeypatch.delenv("JAXPRIV_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    monkeypatch.setattr(native.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    path = native.library_path()
+    assert path.parent.parent.parent == tmp_path / "tmp"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert native.library_path().is_relative_to(tmp_path / "cache" / "jaxpriv")
+    monkeypatch.setenv("JAXPRIV_CACHE", str(tmp_path / "chosen"))
+    assert native.library_path().is_relative_to(tmp_path / "chosen")
+
