@@ -39,13 +39,9 @@ def _versions() -> dict[str, str]:
 
     from jaxpriv import __version__, native
     # Which float32 screen ran: the native and XLA kernels agree to rounding, not bitwise.
-    if jax.default_backend() != "cpu":
-        native_kernel = "not used off a CPU"
-    else:
-        native_kernel = "on" if native.available() else f"off: {native.unavailable_reason()}"
     return {"jaxpriv": __version__, "jax": jax.__version__, "numpy": np.__version__,
             "optax": optax.__version__, "matplotlib": matplotlib.__version__,
-            "python": platform.python_version(), "native_kernel": native_kernel}
+            "python": platform.python_version(), "native_kernel": native.state()}
 
 
 def _about(config, relation: relations.Relation) -> dict:

@@ -34,15 +34,26 @@ def random_prior(rng: np.random.Generator, n: int, concentration: float = 1.0) -
     return rng.dirichlet(np.full(n, concentration))
 
 
+def skip_without_native_kernel():
+    """Skips the calling test where the native kernel is not available (tests/test_native.py
+    fails instead if a compiler is there and the build still fails)."""
+    from jaxpriv import native
+    if not native.available():
+        pytest.skip(f"native kernel unavailable: {native.unavailable_reason()}")
+
+
+@pytest.fixture
+def native_built():
+    skip_without_native_kernel()
+
+
 @pytest.fixture
 def native_kernel(request):
-    """Skips a test parametrized with kernel="native" where the native kernel cannot be built
-    (tests/test_native.py fails instead if a compiler is there and the build still fails)."""
-    from jaxpriv import native
+    """For tests parametrized over ``kernel``: skips the ``"native"`` case where it is not
+    available."""
     callspec = getattr(request.node, "callspec", None)
     if callspec is not None and callspec.params.get("kernel") == "native":
-        if not native.available():
-            pytest.skip(f"native kernel unavailable: {native.unavailable_reason()}")
+        skip_without_native_kernel()
 
 
 @pytest.fixture

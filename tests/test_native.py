@@ -17,12 +17,6 @@ from tests.test_fused import assert_levels_close, random_batch, reference_levels
 FIELDS = fused.RecordLevels._fields
 
 
-@pytest.fixture
-def built():
-    if not native.available():  # test_the_kernel_builds_wherever_a_compiler_exists fails then
-        pytest.skip(f"native kernel unavailable: {native.unavailable_reason()}")
-
-
 def test_the_kernel_builds_wherever_a_compiler_exists():
     """CI has a compiler: a broken build must fail here, not silently fall back to XLA. (On a
     CPU without AVX2 it builds but is not used: no faster than XLA there.)"""
@@ -42,7 +36,7 @@ def native_levels(log_K, log_prior, log_belief):
 
 
 @pytest.mark.parametrize("shape", [(1, 1), (2, 2), (3, 7), (8, 8), (5, 16), (16, 16), (3, 33)])
-def test_native_matches_float64_reference_on_odd_shapes(built, shape):
+def test_native_matches_float64_reference_on_odd_shapes(native_built, shape):
     """1,000 + 7 mechanisms: a partial last block; n·m = 80 and 256 use the 16×16 transposes,
     21 and 99 the scalar path for what is left over."""
     with jax.enable_x64(True):
@@ -53,7 +47,7 @@ def test_native_matches_float64_reference_on_odd_shapes(built, shape):
     assert_levels_close(got, want, rtol=1e-3, atol=2e-6)
 
 
-def test_native_matches_xla_kernel_on_sampler_output_including_extremes(built):
+def test_native_matches_xla_kernel_on_sampler_output_including_extremes(native_built):
     """The sweep's own mechanisms (Dirichlet rows to concentration 1e-2, sharp logits, k-RR to
     ε = 8, sparse rows, ε-close priors, tilted beliefs) agree with the XLA kernel to float32
     rounding, and with the float64 reference."""
@@ -69,7 +63,7 @@ def test_native_matches_xla_kernel_on_sampler_output_including_extremes(built):
     assert np.isinf(want["ldp"]).any() and (want["abp"] > 0.5).any()  # the extremes are there
 
 
-def test_native_keeps_relative_accuracy_where_abp_is_tiny(built):
+def test_native_keeps_relative_accuracy_where_abp_is_tiny(native_built):
     """K ≈ constant: ABP ≈ 1e-4 comes from a JS of 1e-8; sqrt amplifies any cancellation."""
     rng = np.random.default_rng(0)
     with jax.enable_x64(True):
@@ -87,7 +81,7 @@ def test_native_keeps_relative_accuracy_where_abp_is_tiny(built):
     np.testing.assert_allclose(got, want, rtol=2e-3)  # float32 input rounding of K ≈ 1e-7
 
 
-def test_native_edge_cases(built):
+def test_native_edge_cases(native_built):
     """Zero entries, an impossible output, a ruled-out secret with an output only it produces,
     a constant mechanism, the identity (disjoint rows: JS = ln 2 terms), zeros in the belief."""
     from jaxpriv.mechanisms import Mechanism
@@ -108,7 +102,7 @@ def test_native_edge_cases(built):
     assert np.isinf(got["ldp"][0]) and np.isinf(got["eps_unif"][0]) and got["ldp"][1] == 0
 
 
-def test_native_batch_shapes_vmap_and_empty_batch(built):
+def test_native_batch_shapes_vmap_and_empty_batch(native_built):
     mech = batch32(5, 24, 3, 4)
     args = (mech.log_K, mech.log_prior, mech.log_belief)
     flat = native_levels(*args)
@@ -123,7 +117,7 @@ def test_native_batch_shapes_vmap_and_empty_batch(built):
     assert all(level.shape == (0,) for level in empty)
 
 
-def test_fused_dispatch_native_for_float32_on_cpu_and_xla_for_float64(built):
+def test_fused_dispatch_native_for_float32_on_cpu_and_xla_for_float64(native_built):
     mech = batch32(2, 40, 4, 4)
     args = (mech.log_K, mech.log_prior, mech.log_belief)
     assert fused.uses_native_kernel(*args)
@@ -142,10 +136,12 @@ def test_turned_off_by_environment_without_a_warning(monkeypatch):
     monkeypatch.setenv("JAXPRIV_NATIVE", "0")
     native._registered.cache_clear()
     try:
+        assert native.state() == "not used"  # asking for the state builds nothing
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             assert not native.available()
         assert "JAXPRIV_NATIVE" in native.unavailable_reason()
+        assert native.state() == "off: turned off by JAXPRIV_NATIVE"
         mech = batch32(2, 8, 3, 3)
         assert not fused.uses_native_kernel(mech.log_K)
         with pytest.raises(RuntimeError, match="not available"):
@@ -180,7 +176,7 @@ def test_a_failed_build_names_the_compiler_error_and_warns_once(monkeypatch, tmp
         native._registered.cache_clear()
 
 
-def test_the_library_is_cached_by_source_and_machine(built, monkeypatch, tmp_path):
+def test_the_library_is_cached_by_source_and_machine(native_built, monkeypatch, tmp_path):
     monkeypatch.setenv("JAXPRIV_CACHE", str(tmp_path))
     path = native.library_path()
     assert path.parent == tmp_path / "native" and not path.exists()
@@ -200,8 +196,8 @@ def _cpu_has(flag):
 
 
 @pytest.mark.parametrize("march, lanes", [("x86-64-v3", 8), ("x86-64", 4)])
-def test_portable_builds_give_the_levels_of_the_native_build(built, monkeypatch, tmp_path, march,
-                                                              lanes):
+def test_portable_builds_give_the_levels_of_the_native_build(native_built, monkeypatch, tmp_path,
+                                                              march, lanes):
     """The AVX2 (8 lanes: table-driven compaction, 8×8 transposes) and SSE2 (4 lanes: scalar
     compaction and transposes) builds that other CPUs get, run here: same levels."""
     import platform

@@ -223,13 +223,12 @@ def test_envelope_rows_are_the_float64_levels_of_their_witness_files(tmp_path):
 
 
 @pytest.mark.parametrize("relation_id, n, m", [("R5", 8, 8), ("R4", 4, 3), ("R6", 3, 2)])
-def test_native_and_xla_screens_give_the_same_sweep(monkeypatch, relation_id, n, m):
+def test_native_and_xla_screens_give_the_same_sweep(native_built, monkeypatch, relation_id, n,
+                                                    m):
     """The sweep screens with the native kernel where it builds and with XLA's elsewhere; the
     two agree to float32 rounding, so a run's verdict, violations and envelope must not depend on
     which ran (R5 takes the compiled-in 8×8 path, R4 the generic one, R6 finds violations)."""
     from jaxpriv import native
-    if not native.available():
-        pytest.skip(f"native kernel unavailable: {native.unavailable_reason()}")
     config = sweep.make_config(relation_id, n, m, 30_000, seed=5, chunk=10_000)
     with_native = sweep.run(config, progress=False)
     monkeypatch.setattr(native, "available", lambda: False)

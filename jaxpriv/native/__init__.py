@@ -71,6 +71,15 @@ def unavailable_reason() -> str | None:
     return _registered()
 
 
+def state() -> str:
+    """What this process did with the kernel, without building it: ``"on"``, ``"off: why"``, or
+    ``"not used"`` (nothing asked for it, e.g. off a CPU or in float64)."""
+    if _registered.cache_info().currsize == 0:
+        return "not used"
+    reason = _registered()
+    return "on" if reason is None else f"off: {reason}"
+
+
 def record_levels(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"],
                   log_belief: Float[Array, "*b n"]) -> tuple[Float[Array, "*b"], ...]:
     """``(ldp, mbp, abp, eps_unif, eps_bel)`` of a float32 batch, by the native kernel.
@@ -191,12 +200,9 @@ def _registered() -> str | None:
     if setting in ("0", "false", "no", "off"):
         return "turned off by JAXPRIV_NATIVE"
     try:
-        library_file = build()
-        if ctypes.cdll.LoadLibrary(str(library_file)).JaxprivNativeLanes() < 8 and \
-                setting != "force":
+        if register(build(), TARGET) < 8 and setting != "force":  # registered, left unused
             return ("this CPU has neither AVX2 nor AVX-512, and with 128-bit vectors the native "
                     "kernel is no faster than the XLA kernel (JAXPRIV_NATIVE=force uses it anyway)")
-        register(library_file, TARGET)
     except (OSError, RuntimeError, AttributeError) as error:
         reason = str(error) or type(error).__name__
         warnings.warn(f"jaxpriv: native CPU kernel unavailable, using the XLA kernel ({reason})",

