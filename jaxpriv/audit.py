@@ -2,7 +2,7 @@
 and judged — the job ``jaxpriv audit`` runs.
 
 For each relation the audit runs a random sweep (:mod:`jaxpriv.sweep`, or
-:mod:`jaxpriv.statistical_audit` for R14/R15) into ``DIR/<id>/sweep`` and an adversarial search
+:mod:`jaxpriv.statistical_audit` for a statistical claim) into ``DIR/<id>/sweep`` and an adversarial search
 (:mod:`jaxpriv.search`) into ``DIR/<id>/search``, each with the run-directory contract of those
 modules; then it evaluates the certified envelope (:mod:`jaxpriv.certify`) on the search grid and
 condenses the three into one :class:`Verdict`. Every violation it counts was re-verified in
@@ -39,7 +39,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from jaxpriv import certify, io, relations
+from jaxpriv import certify, io, registry, report
 from jaxpriv.errors import InputError
 
 TIGHT_SLACK = 1.01
@@ -62,9 +62,10 @@ class Budget:
       param: condition parameter ``ε`` of the searches for R3–R5.
       restarts, steps: optax restarts per grid point and steps.
       k, r, database_m: database layout (``k^r`` databases) and outputs for R7–R13.
-      stat_count, t_max, draws: R14/R15 sweep settings, largest ``T``, Monte Carlo draws.
-      stat_grid: ε points of the R14 search (R15 uses its own range inside (0, 1)).
-      stat_restarts, stat_steps: the R15 search's optax runs.
+      stat_count, t_max, draws: statistical sweeps' settings, largest ``T``, Monte Carlo draws.
+      stat_grid: premise points of a statistical search (a relation with ``fixed_grid`` uses
+        its own).
+      stat_restarts, stat_steps: optax runs of a statistical search.
     """
 
     name: str
@@ -122,14 +123,9 @@ def budget(name: str) -> Budget:
 
 
 def relation_ids(text: str | None) -> list[str]:
-    """``None``/``"all"`` → every registered relation; else a comma list of ids, validated."""
-    if text is None or text.strip().lower() == "all":
-        return list(relations.REGISTRY)
-    ids = [part.strip() for part in text.split(",") if part.strip()]
-    if not ids:
-        raise InputError("--relations is empty: give ids like R1,R5 or 'all'")
-    chosen = [relations.get(rid).id for rid in ids]
-    return list(dict.fromkeys(chosen))
+    """``None``/``"all"`` → every registered relation; else a comma list of ids or prefixes
+    ending in ``*`` (``'R1*'``, ``'opendp.*'``), validated."""
+    return registry.select(text)
 
 
 def plan(spend: Budget, ids: list[str], seed: int = 0, memory_mb: float = 1024.0
@@ -141,12 +137,13 @@ def plan(spend: Budget, ids: list[str], seed: int = 0, memory_mb: float = 1024.0
     grid = tuple(float(v) for v in np.linspace(*spend.grid[:2], spend.grid[2]))
     tasks = []
     for rid in ids:
-        relation = relations.get(rid)
+        relation = registry.get(rid)
         if relation.kind == "statistical":
             tasks.append(Task(rid, "sweep", statistical_audit.make_config(
                 rid, "sweep", count=spend.stat_count, seed=seed, t_max=spend.t_max,
                 draws=spend.draws)))
-            stat_grid = None if rid == "R15" else np.linspace(0.25, 10.0, spend.stat_grid)
+            stat_grid = None if relation.fixed_grid else np.linspace(*relation.grid[:2],
+                                                                      spend.stat_grid)
             tasks.append(Task(rid, "search", statistical_audit.make_config(
                 rid, "search", grid=stat_grid, t_max=spend.t_max, seed=seed,
                 restarts=spend.stat_restarts, steps=spend.stat_steps)))
@@ -183,8 +180,8 @@ def _finished(directory: Path, config) -> bool:
 
 
 def checkpoint_file(config) -> str | None:
-    """The file a killed sweep or search resumes from (``None``: R14/R15 searches are short and
-    restart)."""
+    """The file a killed sweep or search resumes from (``None``: statistical searches are short
+    and restart)."""
     from jaxpriv import search, statistical_audit, sweep
 
     if isinstance(config, statistical_audit.StatConfig):
@@ -203,12 +200,14 @@ def run_task(task: Task, out: Path, progress: bool = True) -> str:
     checkpoint = checkpoint_file(task.config)
     resume = checkpoint is not None and (directory / checkpoint).exists()
     if isinstance(task.config, statistical_audit.StatConfig):
-        statistical_audit.run(task.config, directory, resume=resume, progress=progress)
+        statistical_audit.run(task.config, directory, resume=resume, progress=progress,
+                              write=report.write_statistical)
     elif task.kind == "sweep":
-        sweep.run(task.config, directory, resume=resume, progress=progress)
+        sweep.run(task.config, directory, resume=resume, progress=progress,
+                  write=report.write_sweep)
     else:
         search.run(task.config, directory, resume=resume, progress=progress,
-                   sweep_dir=run_dir(out, task._replace(kind="sweep")))
+                   write=report.search_writer(run_dir(out, task._replace(kind="sweep"))))
     return "resumed" if resume else "ran"
 
 
@@ -248,11 +247,14 @@ def _run_relation(tasks: list[Task], out: Path, progress: bool) -> list[tuple[st
     return done
 
 
-def _relation_worker(tasks: list[Task], out: str, devices: int) -> list[tuple[str, str, float]]:
-    """:func:`_run_relation` in a fresh worker process with ``devices`` CPU devices."""
+def _relation_worker(tasks: list[Task], out: str, devices: int, plugins: list[str]
+                     ) -> list[tuple[str, str, float]]:
+    """:func:`_run_relation` in a fresh worker process with ``devices`` CPU devices and the
+    parent's plugins loaded."""
     import jax
 
     jax.config.update("jax_num_cpu_devices", devices)
+    registry.load_plugins(plugins)
     return _run_relation(tasks, Path(out), progress=False)
 
 
@@ -276,8 +278,6 @@ def run(spend: Budget, ids: list[str], out: str | os.PathLike, seed: int = 0,
     Returns:
       ``{"budget", "seed", "seconds", "relations": [verdict dicts]}``.
     """
-    from jaxpriv import report
-
     if int(workers) != workers or workers < 1:
         raise InputError(f"--workers must be a positive integer, got {workers}")
     out = Path(out)
@@ -323,7 +323,8 @@ def _run_parallel(per_relation: dict[str, list[Task]], out: Path, workers: int, 
                desc=f"auditing ({workers} workers)")
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
     try:
-        pending = {pool.submit(_relation_worker, mine, str(out), devices): rid
+        plugins = list(registry.LOADED_PLUGINS)
+        pending = {pool.submit(_relation_worker, mine, str(out), devices, plugins): rid
                    for rid, mine in per_relation.items()}
         while pending:
             ready, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -348,14 +349,12 @@ def _previous_verdicts(out: Path) -> dict[str, dict]:
 
 
 def _summary(spend: Budget, seed: int, verdicts: dict[str, dict], seconds: float) -> dict:
-    from jaxpriv.report import _versions
-
-    order = list(relations.REGISTRY)
+    order = list(registry.REGISTRY)
     rows = sorted(verdicts.values(), key=lambda v: order.index(v["relation"])
                   if v["relation"] in order else len(order))
     return {"budget": spend.name, "seed": seed, "seconds": seconds,
             "budget_settings": dataclasses.asdict(spend), "tight_slack": TIGHT_SLACK,
-            "relations": rows, "versions": _versions()}
+            "relations": rows, "versions": report._versions()}
 
 
 # --------------------------------------------------------------------------------------------
@@ -378,8 +377,8 @@ class Verdict(NamedTuple):
       certified_slack: least certified slack on the search grid, or ``None``.
       violation_count: verified violations, sweep + search.
       violations: witness files of verified violations (at most 20 listed).
-      worst_log_slack: natural log of the least slack, where the runs report it (R14's slack
-        underflows float64).
+      worst_log_slack: natural log of the least slack, where the runs report it (a statistical
+        claim's slack can underflow float64).
       sweep_worst_slack, search_worst_slack: each run's own worst slack.
       search_max_gap: the search's largest relative shortfall from the certified value.
       seconds: sweep + search time (excluding compilation).
@@ -413,9 +412,7 @@ def _candidates(out: Path, rid: str, kind: str) -> tuple[dict, list[dict]]:
                "parameter": v.get("parameter"),
                "witness": prefix + v["file"] if v.get("file") else None, "violation": True}
               for v in summary.get("violation_details", [])]
-    from jaxpriv.report import read_envelope
-
-    for row in read_envelope(directory):
+    for row in report.read_envelope(directory):
         if np.isfinite(row["slack"]):
             points.append({"slack": row["slack"], "premise": row["premise"],
                            "parameter": row["parameter"], "x": row["x"],
@@ -435,7 +432,7 @@ def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
     """Condense a relation's sweep and search run directories (and its certified envelope on
     the search grid) into a :class:`Verdict`; see the module docstring for the rules."""
     out = Path(out)
-    relation = relations.get(rid)
+    relation = registry.get(rid)
     sweep_summary, points = _candidates(out, rid, "sweep")
     search_summary, more = _candidates(out, rid, "search")
     points += more
@@ -445,7 +442,7 @@ def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
     certified = None
     cert_point = None
     if relation.kind == "mechanism":
-        cert = certify.envelope(rid, np.asarray(search_config.grid), search_config.param,
+        cert = certify.envelope(relation, np.asarray(search_config.grid), search_config.param,
                                 n=search_config.n, r=search_config.r or None)
         if cert is not None:
             i = int(np.argmin(cert.min_slack))
@@ -465,7 +462,7 @@ def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
                   and abs(p["x"] - cert_point["premise"]) < 1e-9]
             if at:
                 worst = {**cert_point, "witness": min(at, key=lambda p: p["slack"])["witness"]}
-        if certified is not None and certified < 1 - relations.RTOL:
+        if certified is not None and certified < 1 - registry.RTOL:
             verdict = "violated (certified)"
         elif worst is None:
             verdict = "no data"

@@ -37,13 +37,25 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="jaxpriv", description="Exact privacy notions of finite mechanisms "
                      "and audits of the published relations between them (levels in nats).")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
+    plugins = argparse.ArgumentParser(add_help=False)
+    plugins.add_argument("--plugin", action="append", default=[], metavar="FILE.py",
+                         help="load a plugin file that registers notions and relations "
+                              "(repeatable; installed 'jaxpriv.plugins' entry points load too)")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    _add = sub.add_parser
 
-    p = sub.add_parser("eval", help="all core levels of the mechanism in a JSON file")
+    def add_parser(name, **kwargs):
+        return _add(name, parents=[plugins], **kwargs)
+
+    sub.add_parser = add_parser
+
+    p = sub.add_parser("eval", help="every registered notion's level on the mechanism in a JSON "
+                       "file (at default parameters; a file's 'law', 'mu', ... are used)")
     p.add_argument("file", help="mechanism JSON (SPEC §4): {\"K\": [[...]], \"prior\": [...], ...}")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
-    p = sub.add_parser("check", help="check one relation (R1, R2, ...) on a mechanism")
+    p = sub.add_parser("check", help="check one relation (R1, R2, ... or a plugin's) on a "
+                       "mechanism")
     p.add_argument("relation", help="relation id, see 'jaxpriv relations'")
     p.add_argument("file", help="mechanism or witness JSON")
     p.add_argument("--parameter", type=float, default=None,
@@ -93,8 +105,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--m", type=int, default=4, help="outputs (default 4)")
     p.add_argument("--grid", default=None,
                    help="premise levels: 'low:high:count' or '0.1,0.5,1' (default 0.05:3:60; "
-                        "R15: 0.05:0.95:19; "
-                        "R6 is claimed for ξ ≤ 1 only, its grid is clipped there)")
+                        "a relation with its own range, e.g. R15, uses its own; "
+                        "with --relation all each grid is clipped to where its claim is made)")
     p.add_argument("--param", type=float, default=None,
                    help="condition parameter ε for R3-R5 (ε_unif or ε_bel; default 0.5)")
     p.add_argument("--law", default="record", help="ABP observation law: record or output")
@@ -121,8 +133,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="quick (< 3 min on 2 CPU cores), standard, or full (overnight / GPU)")
     p.add_argument("--out", default="runs/audit", help="audit directory (default runs/audit; "
                    "an audit already there is resumed)")
-    p.add_argument("--relations", default="all", help="comma list of ids, e.g. R1,R5 "
-                   "(default all)")
+    p.add_argument("--relations", default="all", help="comma list of ids or prefixes ending "
+                   "in '*', e.g. R1,R5 or 'R1*' (default all)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--memory-mb", type=float, default=1024.0,
                    help="device memory budget of the sweeps' chunks (default 1024)")
@@ -139,6 +151,9 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("relations", help="list the registered relations")
     p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser("notions", help="list the registered notions")
+    p.add_argument("--json", action="store_true", help="print JSON")
     return parser
 
 
@@ -152,8 +167,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         _parser().print_help()
         return 2
     try:
+        from jaxpriv import registry
+
+        registry.load_plugins(args.plugin)
         commands = {"eval": _eval, "check": _check, "sweep": _sweep, "search": _search,
-                    "audit": _audit, "show": _show, "relations": _relations}
+                    "audit": _audit, "show": _show, "relations": _relations,
+                    "notions": _notions}
         return commands[args.command](args)
     except InputError as e:
         print(f"jaxpriv: error: {e}", file=sys.stderr)
@@ -175,19 +194,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _eval(args) -> int:
     import jax
 
-    from jaxpriv import io, notions
+    from jaxpriv import io
 
     mech, extras = io.load_mechanism(args.file)
     with jax.enable_x64(True):
         result: dict[str, Any] = {"n": mech.n, "m": mech.m}
-        result.update({k: _plain(v) for k, v in notions.levels(mech).items()})
-        if extras.get("q") is not None:
-            result["abp_q"] = _plain(notions.abp(mech, extras["q"]).level)
-        if mech.values is not None and _has(extras, "mu", "alpha"):
-            beta = notions.failure_probabilities(mech, extras["mu"], extras["alpha"])
-            result["pac_beta_vector"] = _plain(beta)
-        if mech.records is not None:
-            result.update(_database_levels(mech))
+        result.update(evaluate_notions(mech, extras))
     if args.json:
         print(json.dumps(result))
     else:
@@ -195,46 +207,70 @@ def _eval(args) -> int:
     return 0
 
 
-def _database_levels(mech) -> dict[str, Any]:
-    from jaxpriv import databases
+def evaluate_notions(mech, extras: dict[str, Any]) -> dict[str, Any]:
+    """Every registered notion's level on ``mech`` (float64) at its default parameters (the
+    file's values for parameters without a default), and its details at the file's parameters:
+    notions that need what the file lacks (a records layout, output values, a required
+    parameter) are left out."""
+    from jaxpriv import registry
 
-    levels = {"dp": databases.dp(mech), "bdp": databases.bdp(mech), "sp": databases.sp(mech),
-              "sp_belief": databases.sp_at(mech), "bsp": databases.bsp(mech),
-              "bsp_belief": databases.bsp_at(mech), "mp": databases.mp(mech),
-              "mp_databases": databases.mp(mech, "databases")}
-    return {key: _plain(value) for key, value in levels.items()}
+    mech = mech.astype(np.float64)
+    result: dict[str, Any] = {}
+    for key, notion in registry.NOTIONS.items():
+        if not notion.show or (notion.needs_records and mech.records is None):
+            continue
+        given = {name: extras[name] for name in notion.params if extras.get(name) is not None}
+        required = {name: value for name, value in given.items()
+                    if notion.params[name] is registry.REQUIRED}
+        try:
+            result[key] = _plain(notion.evaluate(mech, required))
+        except InputError:
+            pass
+        if notion.details is not None:
+            try:
+                result.update({k: _plain(v) for k, v in notion.details(mech, **given).items()})
+            except InputError:
+                pass
+    return result
 
 
-_LABELS = {
-    "ldp": "LDP level ε_LDP", "mbp": "MBP level ξ", "abp": "ABP (record law, max over d*)",
+def _labels() -> dict[str, str]:
+    from jaxpriv import registry
+
+    labels = {}
+    for key, notion in registry.NOTIONS.items():
+        labels[key] = notion.title
+        labels.update({k: v for k, v in _DETAIL_LABELS.items() if k.startswith(key)})
+    return labels
+
+
+_DETAIL_LABELS = {
     "abp_mean": "ABP (record law, π-mean)", "abp_record": "ABP per true secret d*",
     "abp_output": "ABP (output law, max over w)", "abp_output_vector": "ABP per output w",
-    "abp_q": "ABP (explicit law q)", "eps_unif": "prior vs uniform ε_unif",
-    "eps_bel": "belief vs prior ε_bel", "mi": "mutual information I(D;W)",
-    "pac_beta_vector": "failure probability β(d)",
-    "dp": "DP level (neighbouring databases)", "bdp": "BDP level (Yang et al.)",
-    "sp": "SP level (sup over beliefs)", "sp_belief": "SP at the file's belief",
-    "bsp": "BSP level (sup over beliefs)", "bsp_belief": "BSP at the file's belief",
-    "mp": "MP level (004 family 𝔻_*)", "mp_databases": "MP over whole databases only",
+    "abp_q": "ABP (explicit law q)", "pac_beta_vector": "failure probability β(d)",
+    "mp_databases": "MP over whole databases only",
 }
 
 
 def _print_levels(result: dict[str, Any]) -> None:
-    print(f"mechanism: {result['n']} secrets × {result['m']} outputs (levels in nats, float64; "
-          "SP, BSP: probabilities)")
-    width = max(len(v) for v in _LABELS.values())
-    for key, label in _LABELS.items():
-        if key in result:
-            print(f"  {label:<{width}}  {_fmt(result[key])}")
+    from jaxpriv import registry
+
+    print(f"mechanism: {result['n']} secrets × {result['m']} outputs (float64; unit after each "
+          "level)")
+    labels = {k: v for k, v in _labels().items() if k in result}
+    width = max(len(v) for v in labels.values())
+    for key, label in labels.items():
+        unit = registry.NOTIONS[key].unit if key in registry.NOTIONS else ""
+        print(f"  {label:<{width}}  {_fmt(result[key])}{'  ' + unit if unit else ''}")
 
 
 # -- check -------------------------------------------------------------------------------------
 
 
 def _check(args) -> int:
-    from jaxpriv import io, relations
+    from jaxpriv import io, registry
 
-    relation = relations.get(args.relation)
+    relation = registry.get(args.relation)
     if relation.kind == "statistical":
         return _check_statistical(relation, args)
     mech, extras = io.load_mechanism(args.file)
@@ -243,7 +279,7 @@ def _check(args) -> int:
               f"checking {relation.id}", file=sys.stderr)
     from jaxpriv import certify
 
-    parameter, options = certify.witness_check_arguments(extras)
+    parameter, options = certify.witness_check_arguments(extras, relation)
     for key in ("law", "mu", "alpha", "d_true"):
         if getattr(args, key) is not None:
             options[key] = getattr(args, key)
@@ -254,7 +290,7 @@ def _check(args) -> int:
 
 
 def _check_statistical(relation, args) -> int:
-    """R14, R15: the file holds the setting, ``{"relation": id, **relation.fields}``."""
+    """A statistical claim: the file holds the setting, ``{"relation": id, **fields}``."""
     from jaxpriv import io
 
     data = io.read_json(args.file)
@@ -267,7 +303,7 @@ def _check_statistical(relation, args) -> int:
 
 
 def _report_check(relation, result, as_json: bool) -> int:
-    from jaxpriv import relations
+    from jaxpriv import registry
 
     summary = {
         "relation": relation.id,
@@ -281,8 +317,8 @@ def _report_check(relation, result, as_json: bool) -> int:
         "bound": _plain(result.bound),
         "slack": _plain(result.slack),
         "violated": bool(result.violated),
-        "rtol": getattr(relation, "rtol", relations.RTOL),
-        "atol": relations.ATOL,
+        "rtol": getattr(relation, "rtol", registry.RTOL),
+        "atol": registry.ATOL,
     }
     if as_json:
         print(json.dumps(summary))
@@ -317,7 +353,7 @@ def _print_check(relation, s: dict[str, Any]) -> None:
 def _sweep(args) -> int:
     import jax
 
-    from jaxpriv import relations, statistical_audit, sweep
+    from jaxpriv import registry, report, statistical_audit, sweep
 
     _use_cpu_cores(args.cpu_devices)
     if args.distributed:
@@ -328,12 +364,13 @@ def _sweep(args) -> int:
     configs = []
     for rid in ids:
         try:
-            if relations.get(rid).kind == "statistical":
+            relation = registry.get(rid)
+            if relation.kind == "statistical":
                 configs.append(statistical_audit.make_config(
                     rid, "sweep", count=args.count, seed=args.seed, chunk=args.chunk,
                     x_bins=args.bins, t_max=args.t_max, draws=args.draws, n=args.n))
                 continue
-            layout = _records_layout(args) if sweep.needs_records(relations.get(rid)) else {}
+            layout = _records_layout(args) if relation.needs_records else {}
             configs.append(sweep.make_config(rid, args.n, args.m, args.count, args.seed,
                                              args.chunk, args.memory_mb, x_bins=args.bins,
                                              **layout))
@@ -344,8 +381,13 @@ def _sweep(args) -> int:
     worst_code = 0
     for config, run_dir, resume in _runs(args, configs):
         statistical = isinstance(config, statistical_audit.StatConfig)
-        runner = statistical_audit.run if statistical else sweep.run
-        result = runner(config, run_dir, resume=resume, progress=not args.quiet)
+        if statistical:
+            result = statistical_audit.run(config, run_dir, resume=resume,
+                                           progress=not args.quiet,
+                                           write=report.write_statistical)
+        else:
+            result = sweep.run(config, run_dir, resume=resume, progress=not args.quiet,
+                               write=report.write_sweep)
         summary = json.loads((run_dir / "summary.json").read_text())
         worst = summary["worst_slack"]
         print(f"{config.relation}: {config.count:,} {'settings' if statistical else 'mechanisms'}"
@@ -359,7 +401,7 @@ def _sweep(args) -> int:
 def _search(args) -> int:
     from pathlib import Path
 
-    from jaxpriv import relations, search, statistical_audit
+    from jaxpriv import registry, report, search, statistical_audit
     from jaxpriv.mechanisms import Records
 
     _use_cpu_cores(args.cpu_devices)
@@ -367,23 +409,22 @@ def _search(args) -> int:
     ids = _relation_ids(args.relation)
     configs = []
     for rid in ids:
-        relation = relations.get(rid)
+        relation = registry.get(rid)
         if relation.kind == "statistical":
-            points = grid
-            if rid == "R15" and args.grid is None:
-                points = None  # its own default, inside (0, 1)
-            elif rid == "R15":
-                points = tuple(x for x in grid if x < 1) or (0.5,)
-                if len(ids) == 1 and len(points) < len(grid):
-                    raise InputError("R15 is claimed for 0 < ε < 1; the grid reaches "
-                                     f"{max(grid)}")
+            points = grid if args.grid is not None or not relation.fixed_grid else None
+            if points is not None and relation.x_range is not None:
+                low, high = relation.x_range
+                inside = tuple(x for x in points if low < x < high)
+                if len(ids) == 1 and len(inside) < len(points):
+                    raise InputError(f"{rid} is claimed for {low:g} < ε < {high:g}; the grid "
+                                     f"reaches {max(points)}")
+                points = inside or None
             configs.append(statistical_audit.make_config(
                 rid, "search", grid=points, t_max=args.t_max, n=args.n, seed=args.seed,
                 restarts=args.restarts, steps=args.steps, learning_rate=args.lr))
             continue
         try:
-            layout = _records_layout(args) if relation.notions & relations.DATABASE_NOTIONS \
-                else {}
+            layout = _records_layout(args) if relation.needs_records else {}
             setup = search.setup_for(relation, Records(**layout) if layout else None)
             points = search.clip_grid(relation, grid) if len(ids) > 1 else grid
             param = args.param if args.param is not None else (0.5 if setup.gridded_parameter
@@ -402,7 +443,8 @@ def _search(args) -> int:
     for config, run_dir, resume in _runs(args, configs):
         if isinstance(config, statistical_audit.StatConfig):
             result = statistical_audit.run(config, run_dir, resume=resume,
-                                           progress=not args.quiet)
+                                           progress=not args.quiet,
+                                           write=report.write_statistical)
             summary = json.loads((run_dir / "summary.json").read_text())
             print(f"{config.relation}: {len(config.grid)} grid points searched in "
                   f"{result.seconds:.1f} s; worst slack {summary['worst_slack']:.6g} "
@@ -414,7 +456,7 @@ def _search(args) -> int:
         if args.sweep:
             sweep_dir = Path(args.sweep) / config.relation if len(configs) > 1 else Path(args.sweep)
         result = search.run(config, run_dir, resume=resume, progress=not args.quiet,
-                            sweep_dir=sweep_dir)
+                            write=report.search_writer(sweep_dir))
         summary = json.loads((run_dir / "summary.json").read_text())
         worst = summary["worst_slack"]
         gap = summary["max_gap"]
@@ -453,35 +495,36 @@ def _audit(args) -> int:
 
 
 def _show(args) -> int:
-    """A witness: its levels (mechanisms) or setting (R14, R15), then its relation re-checked."""
-    from jaxpriv import certify, io, relations
+    """A witness: its levels (mechanisms) or setting (statistical claims), then its relation
+    re-checked."""
+    from jaxpriv import certify, io, registry
 
     data = io.read_json(args.file)
     if not isinstance(data, dict) or not data.get("relation"):
         raise InputError(f"{args.file}: not a witness (no 'relation' field); use 'jaxpriv eval' "
                          "for a mechanism, 'jaxpriv check RELATION FILE' to check one")
-    relation = relations.get(str(data["relation"]))
+    relation = registry.get(str(data["relation"]))
     if not args.json and relation.kind == "statistical":
         print("setting: " + ", ".join(f"{k} = {_fmt(_plain(data[k]))}" for k in relation.fields
                                       if k in data))
     elif not args.json:
-        _eval(argparse.Namespace(file=args.file, json=False))
+        _eval(argparse.Namespace(file=args.file, json=False, plugin=[]))
         print()
     return _report_check(relation, certify.check_witness(args.file), args.json)
 
 
 def _relation_ids(text: str) -> list[str]:
-    """``all`` (every registered relation) or one relation id."""
-    from jaxpriv import relations
+    """``all`` (every registered relation), one relation id, or ids and prefixes ending in
+    ``*`` (``'R1*'``)."""
+    from jaxpriv import registry
 
-    return list(relations.REGISTRY) if text.strip().lower() == "all" else [
-        relations.get(text).id]
+    return registry.select(text)
 
 
 def _runs(args, configs):
     """``(config, run directory, resume?)`` per run: one sub-directory per relation when there
     are several; with ``--resume``, a relation the killed run never reached starts afresh (and
-    a finished run without a checkpoint, an R14/R15 search, is not run again)."""
+    a finished run without a checkpoint, a statistical search, is not run again)."""
     from pathlib import Path
 
     from jaxpriv.audit import checkpoint_file
@@ -535,17 +578,51 @@ def _use_cpu_cores(devices: int | None) -> None:
 
 
 def _relations(args) -> int:
-    from jaxpriv import relations
+    from jaxpriv import registry
 
-    rows = [{"id": r.id, "statement": r.statement, "sources": [str(s) for s in r.sources],
-             "premise": r.premise, "conclusion": r.conclusion, "condition": r.condition}
-            for r in relations.REGISTRY.values()]
+    rows = [{"id": r.id, "kind": r.kind, "statement": r.statement,
+             "sources": [str(s) for s in r.sources], "premise": r.premise,
+             "conclusion": r.conclusion, "condition": r.condition,
+             "certified": getattr(r, "certificate", None) is not None,
+             "proof": getattr(r, "proof", "")}
+            for r in registry.REGISTRY.values()]
     if args.json:
         print(json.dumps(rows))
         return 0
+    width = max(len(row["id"]) for row in rows)
     for row in rows:
-        print(f"{row['id']:<4} {row['statement']}")
-        print(f"     condition: {row['condition']}; sources: {', '.join(row['sources'])}")
+        print(f"{row['id']:<{width}} {row['statement']}")
+        print(f"{'':<{width}} condition: {row['condition']}; sources: "
+              f"{', '.join(row['sources']) or '—'}")
+    return 0
+
+
+def _notions(args) -> int:
+    from jaxpriv import registry
+
+    rows = [{"key": n.key, "doc": n.doc, "unit": n.unit, "source": str(n.source or ""),
+             "params": {k: (None if v is registry.REQUIRED else v) for k, v in n.params.items()},
+             "required": [k for k, v in n.params.items() if v is registry.REQUIRED],
+             "needs_records": n.needs_records, "post_processing": n.post_processing,
+             "screen": n.screen, "surrogate": n.surrogate is not None,
+             "retract": n.retract is not None}
+            for n in registry.NOTIONS.values()]
+    if args.json:
+        print(json.dumps(rows, default=str))
+        return 0
+    width = max(len(row["key"]) for row in rows)
+    for row in rows:
+        params = ", ".join(f"{k}={'required' if k in row['required'] else v!r}"
+                           for k, v in row["params"].items())
+        flags = [f for f, on in (("databases", row["needs_records"]),
+                                 ("post-processing", row["post_processing"]),
+                                 ("float32 screen", row["screen"]),
+                                 ("surrogate", row["surrogate"]),
+                                 ("retraction", row["retract"])) if on]
+        print(f"{row['key']:<{width}} [{row['unit'] or '—'}] {row['doc']}"
+              f"{' (' + params + ')' if params else ''}")
+        if flags:
+            print(f"{'':<{width}} {', '.join(flags)}")
     return 0
 
 

@@ -6,23 +6,25 @@ set → **smooth objective** → optax step, all inside one jitted ``lax.scan`` 
 vmapped over restarts and grid points and sharded over devices → **re-evaluate** the best restarts
 exactly in float64, from scratch → **envelope** of real witnesses and verified violations.
 
-Constraint handling is an exact, feasibility-preserving retraction rather than a penalty. A
-candidate ``K`` is mixed with the constant mechanism ``U`` (rows ``1/m``):
-``K_t = (1−t)K + tU``. Every ratio ``K[d,w]/K[d',w]`` and ``K[d,w]/p(w)`` moves monotonically
-towards 1 as ``t`` grows, so the LDP and MBP levels are non-increasing in ``t``, and the least
-``t`` with premise ``≤ x`` has a closed form (:func:`premise_keep`). The retraction is the
-identity on feasible mechanisms (``t = 0``), so every feasible mechanism is reachable, and every
-iterate is feasible: no multiplier to tune and no witness that misses its premise. The same trick
+Constraint handling is an exact, feasibility-preserving retraction rather than a penalty
+(:mod:`jaxpriv.retractions`). A candidate ``K`` is mixed with the constant mechanism ``U``
+(rows ``1/m``): ``K_t = (1−t)K + tU``, a post-processing, so every premise notion that obeys data
+processing is non-increasing in ``t``; the least ``t`` with premise ``≤ x`` comes from the
+notion's closed form where its record has one (LDP, MBP, the database notions) and otherwise
+from a bisection on ``t`` with the implicit function's gradient. The retraction is the identity
+on feasible mechanisms (``t = 0``), so every feasible mechanism is reachable, and every iterate
+is feasible: no multiplier to tune and no witness that misses its premise. The same trick
 keeps the prior ``ε``-close to uniform (mix with the uniform prior) and the belief ``ε``-close to
 the prior (mix with ``π``); extreme points are reached at finite parameters, where a squashing
-map (``ε·sigmoid(u)``) would need ``u → ±∞``. The maxima in the conclusion (MBP, LDP, γ over
-secrets) are smoothed by a log-sum-exp whose temperature is annealed towards 0; the true
-(hard) objective is what picks each restart's best iterate.
+map (``ε·sigmoid(u)``) would need ``u → ±∞``. The conclusion is the notion's smooth surrogate
+where its record has one (maxima as log-sum-exps whose temperature is annealed towards 0), else
+its reference level; the true (hard) objective is what picks each restart's best iterate.
 
-PAC robustness (R6): outputs carry soft failure gates ``g_w ∈ (0,1)``. A fractional gate is
-exact — it is the mechanism with output ``w`` split in two proportional copies, which leaves
-every MBP ratio unchanged — and the best ``γ/β`` is attained at a single failing output
-(mediant inequality), so witnesses take the best binary gate set, keeping ``m`` outputs.
+Relations whose search hint asks for gates (the PAC notions) give outputs soft failure gates
+``g_w ∈ (0,1)``. A fractional gate is exact — it is the mechanism with output ``w`` split in
+two proportional copies, which leaves every ratio unchanged — and the best ``γ/β`` is attained
+at a single failing output (mediant inequality), so witnesses take the best binary gate set,
+keeping ``m`` outputs.
 
 The envelope is a lower bound on ``E_R(x)`` (SPEC §4), except where :mod:`jaxpriv.certify`
 knows the exact value; there the search reports its optimality gap.
@@ -32,8 +34,8 @@ trajectories differ in the last bits (XLA vectorizes a different number of resta
 and the envelopes agree to optimization precision (about 1e-5 relative), not bit for bit.
 
 Examples:
-  >>> from jaxpriv import search
-  >>> config = search.make_config("R2", n=3, m=3, grid=(0.5,), restarts=8, steps=200)
+  >>> from jaxpriv import relations, search
+  >>> config = search.make_config(relations.R2.id, n=3, m=3, grid=(0.5,), restarts=8, steps=200)
   >>> result = search.run(config, progress=False)
   >>> row = result.rows[0]
   >>> row["premise"] <= 0.5 + 1e-12, row["gap"] < 0.01  # reaches the certified 2ξ = 1.0
@@ -45,7 +47,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -57,20 +58,16 @@ import optax
 from jax.scipy.special import logsumexp
 from jax.sharding import Mesh, PartitionSpec
 
-from jaxpriv import certify, databases, io, notions, relations
+from jaxpriv import certify, io, registry, retractions, runstate
 from jaxpriv.errors import InputError
 from jaxpriv.mechanisms import Mechanism, Records
 
 STATE_FILE = "search_state.npz"
 MAX_WITNESSES = 100
 """Violating candidates verified and saved per search (more are not re-verified)."""
-PREMISES = ("ldp", "mbp")
-CONCLUSIONS = ("mbp", "ldp", "abp", "pac_gamma")
-DATABASE_PREMISES = ("dp", "bdp", "mp", "sp", "bsp")
-DATABASE_CONCLUSIONS = ("dp", "bdp", "mp", "sp", "bsp")
-PAC_OPTIONS = {"mu": 0.0, "alpha": 1.0, "d_true": 0}
 FAIL_VALUE = 2.0
-"""Output value of a failing output (``|v − μ| > α`` with ``μ = 0, α = 1``); passing ones get 0."""
+"""Output value of a failing output under gates (``|v − μ| > α`` with ``μ = 0, α = 1``); passing
+ones get 0."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -80,14 +77,15 @@ FAIL_VALUE = 2.0
 
 @dataclasses.dataclass(frozen=True)
 class SearchSetup:
-    """How a relation is searched (derived from its registry entry).
+    """How a relation is searched (its record's :class:`jaxpriv.registry.SearchHints`, plus the
+    database layout where it has one).
 
     Attributes:
       prior: ``"uniform"`` (held fixed), ``"close"`` (``ε_unif(π) ≤ ε``) or ``"free"``.
       belief: ``"prior"`` (``b = π``) or ``"close"`` (``ε_bel(b, π) ≤ ε``).
-      gates: outputs carry PAC failure gates (R6).
-      gridded_parameter: the bound is taken at the given ``ε``; otherwise (R6's β) at the
-        measured parameter, which the search is free to choose.
+      gates: outputs carry PAC failure gates.
+      gridded_parameter: the bound is taken at the given ``ε``; otherwise at the measured
+        parameter, which the search is free to choose.
     """
 
     prior: str
@@ -97,36 +95,23 @@ class SearchSetup:
     records: Records | None = None
 
 
-def setup_for(relation: relations.Relation, records: Records | None = None) -> SearchSetup:
+def setup_for(relation, records: Records | None = None) -> SearchSetup:
     """How ``relation`` is searched; ``records``: the database layout, for relations between
-    database-level notions (R7–R13)."""
+    database-level notions."""
     if relation.kind != "mechanism":
         raise InputError(f"{relation.id} is a statistical relation: jaxpriv.statistical_audit "
                          "searches it")
-    if relation.notions & relations.DATABASE_NOTIONS:
-        if records is None:
-            raise InputError(f"{relation.id} relates database-level notions: give the layout "
-                             "with --k (values per record) and --r (records)")
-        if relation.premise not in DATABASE_PREMISES or \
-                relation.conclusion not in DATABASE_CONCLUSIONS:
-            raise InputError(f"{relation.id}: the search handles database premises "
-                             f"{', '.join(DATABASE_PREMISES)} and conclusions "
-                             f"{', '.join(DATABASE_CONCLUSIONS)}")
-        # DP and SP do not depend on the prior; BDP, BSP and MP are searched over every prior
-        prior_free = bool(relation.notions & {"bdp", "bsp", "mp"})
-        return SearchSetup("free" if prior_free else "uniform", "prior", False, False, records)
-    if relation.premise not in PREMISES:
-        raise InputError(f"{relation.id}: the search handles premises {', '.join(PREMISES)}, "
-                         f"not {relation.premise!r}")
-    if relation.conclusion not in CONCLUSIONS:
-        raise InputError(f"{relation.id}: the search handles conclusions "
-                         f"{', '.join(CONCLUSIONS)}, not {relation.conclusion!r}")
-    uniform = relation.parameter == "eps_unif" and relation.parameter_limit is not None
-    prior = "uniform" if uniform else ("close" if relation.parameter == "eps_unif" else "free")
-    belief = "close" if relation.parameter == "eps_bel" else "prior"
-    gates = relation.conclusion == "pac_gamma"
-    gridded = relation.parameter in ("eps_unif", "eps_bel") and not uniform
-    return SearchSetup(prior, belief, gates, gridded)
+    if relation.needs_records and records is None:
+        raise InputError(f"{relation.id} relates database-level notions: give the layout "
+                         "with --k (values per record) and --r (records)")
+    premise = registry.notion(relation.premise)
+    if premise.retract is None and not premise.post_processing:
+        raise InputError(f"{relation.id}: the search cannot hold its premise {premise.key!r} "
+                         "at a level: the notion has no retraction and is not flagged "
+                         "post_processing=True (non-increasing under post-processing)")
+    hints = relation.search
+    return SearchSetup(hints.prior, hints.belief, hints.gates, hints.gridded_parameter,
+                       records if relation.needs_records else None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,13 +169,14 @@ class SearchConfig:
 
     @property
     def setup(self) -> SearchSetup:
-        return setup_for(relations.get(self.relation), self.records)
+        return setup_for(registry.get(self.relation), self.records)
 
     @property
     def options(self) -> dict[str, Any]:
-        relation = relations.get(self.relation)
-        options = dict(PAC_OPTIONS) if self.setup.gates else {}
-        if relation.conclusion == "abp":
+        """The notion parameters: the relation's own, and ``law`` where a notion takes one."""
+        relation = registry.get(self.relation)
+        options = dict(relation.options)
+        if "law" in relation.notion_params:
             options["law"] = self.law
         return options
 
@@ -210,14 +196,18 @@ def parse_grid(text: str) -> tuple[float, ...]:
     return tuple(float(v) for v in points)
 
 
-def clip_grid(relation: relations.Relation, grid) -> tuple[float, ...]:
-    """The part of ``grid`` where ``relation`` is claimed: below its premise limit, and below
-    0.45 for a (B)SP premise (a probability; the converse bound is infinite from ½). If fewer
+def grid_limit(relation) -> float | None:
+    """The largest premise level the relation is searched at: its ``premise_limit`` and its
+    search hint's ``grid_limit``, whichever is lower (``None``: no limit)."""
+    limits = [v for v in (relation.premise_limit, relation.search.grid_limit) if v is not None]
+    return min(limits) if limits else None
+
+
+def clip_grid(relation, grid) -> tuple[float, ...]:
+    """The part of ``grid`` where ``relation`` is claimed (see :func:`grid_limit`). If fewer
     than half the points are left, as many points evenly spaced up to the limit instead."""
     grid = tuple(float(x) for x in grid)
-    limit = relation.premise_limit
-    if relation.premise in ("sp", "bsp"):
-        limit = min(limit or 0.45, 0.45)
+    limit = grid_limit(relation)
     if limit is None:
         return grid
     kept = tuple(x for x in grid if x <= limit)
@@ -230,10 +220,10 @@ def clip_grid(relation: relations.Relation, grid) -> tuple[float, ...]:
 
 def make_config(relation: str, n: int, m: int, grid, **overrides) -> SearchConfig:
     """A validated :class:`SearchConfig` (``grid``: a sequence or a :func:`parse_grid` string)."""
-    rel = relations.get(relation)
+    rel = registry.get(relation)
     k, r = int(overrides.pop("k", 0) or 0), int(overrides.pop("r", 0) or 0)
     records = None
-    if rel.kind == "mechanism" and rel.notions & relations.DATABASE_NOTIONS:
+    if rel.kind == "mechanism" and rel.needs_records:
         if k < 2 or r < 1:
             raise InputError(f"{rel.id} relates database-level notions: give the layout with "
                              "--k (values per record, >= 2) and --r (records, >= 1)")
@@ -254,16 +244,18 @@ def make_config(relation: str, n: int, m: int, grid, **overrides) -> SearchConfi
         raise InputError(f"n*m = {n * m} is above the search limit of 1024 entries")
     if not grid or not all(math.isfinite(x) and x > 0 for x in grid):
         raise InputError(f"--grid points must be finite and > 0, got {list(grid)}")
-    if rel.premise in ("sp", "bsp") and max(grid) >= 0.5:
-        raise InputError(f"{rel.id}'s premise {rel.premise} is a probability level and the "
-                         f"converse bound is infinite from ½: keep the grid below 0.5 (it "
-                         f"reaches {max(grid)})")
     if rel.premise_limit is not None and max(grid) > rel.premise_limit:
         raise InputError(f"{rel.id} is claimed only for {rel.premise} ≤ {rel.premise_limit}; "
                          f"the grid reaches {max(grid)}")
     param = float(overrides.get("param", 0.0))
     if not math.isfinite(param) or param < 0:
         raise InputError(f"--param must be finite and >= 0, got {param}")
+    with jax.enable_x64(True):
+        at_top = float(np.asarray(rel.bound(jnp.float64(max(grid)), jnp.float64(param))))
+    if not math.isfinite(at_top):
+        raise InputError(f"{rel.id}'s bound is infinite at {rel.premise} = {max(grid)} (nothing "
+                         f"to search there): keep the grid below "
+                         f"{grid_limit(rel) or max(grid)}")
     if param > 0 and not setup.gridded_parameter:
         raise InputError(f"{rel.id} has no condition parameter to set; leave --param out")
     law = overrides.get("law", "record")
@@ -299,123 +291,19 @@ class Params(NamedTuple):
     gates: jax.Array  # (m,): PAC failure gates (logits); unused unless the relation has them
 
 
-def _mix(log_a, log_b, log_keep):
-    """``log(keep·a + (1−keep)·b)`` with ``keep = exp(log_keep) ∈ (0, 1]``; gradient-safe at
-    ``keep = 1`` (double where: the unused branch never sees ``log 0``)."""
-    mixing = log_keep < 0
-    safe = jnp.where(mixing, log_keep, -1.0)
-    mixed = jnp.logaddexp(safe + log_a, jnp.log(-jnp.expm1(safe)) + log_b)
-    return jnp.where(mixing, mixed, log_a)
+def premise_keep(relation, mech: Mechanism, x, temperature=None):
+    """``log(1 − t)`` for the least ``t`` such that ``(1−t)K + t/m`` has ``premise ≤ x`` (0 if
+    ``K`` already has): the premise notion's closed form where its record has one (``retract``;
+    ``temperature`` smooths its min over entries), else the generic bisection
+    (:func:`jaxpriv.retractions.bisect_keep`) on its reference level."""
+    premise = registry.notion(relation.premise)
+    if premise.retract is not None:
+        return premise.retract(mech, x, temperature)
+    options = premise.resolve(relation.options)
+    return retractions.bisect_keep(lambda candidate: premise.level(candidate, **options), mech, x)
 
 
-def _log_keep(a, b, E, floor):
-    """``log(1 − t)`` for the least ``t`` with ``(1−t)a + t·c ≤ E·((1−t)b + t·c)``, where mixing
-    moves ``a`` and ``b`` towards the same ``c`` and ``floor = (E−1)·c``:
-    ``1 − t = floor/(A + floor)``, ``A = a − E·b``; 0 where the inequality already holds."""
-    excess = a - E * b
-    over = excess > 0
-    safe = jnp.where(over, excess, 1.0)
-    return jnp.where(over, jnp.log(floor) - jnp.log(safe + floor), 0.0)
-
-
-def _soft_min(values, temperature):
-    """``−τ·logsumexp(−v/τ)`` (never above the min); the hard min when ``τ`` is None."""
-    return -_soft_max(-values, temperature)
-
-
-def premise_keep(premise: str, K, prior, x, temperature=None):
-    """``log(1 − t)`` for the least ``t`` such that ``(1−t)K + t/m`` has ``premise ≤ x``
-    (0 if ``K`` already has).
-
-    Args:
-      premise: ``"ldp"`` or ``"mbp"``.
-      K: ``(n, m)`` row-stochastic, positive. prior: ``(n,)``. x: level, > 0.
-      temperature: if given, the min over the entries is a soft min at this temperature:
-        smooth, and never above the min, so the mixed mechanism stays feasible.
-    """
-    E = jnp.exp(x)
-    floor = jnp.expm1(x) / K.shape[-1]
-    if premise == "ldp":
-        keep = _log_keep(jnp.max(K, axis=0), jnp.min(K, axis=0), E, floor)
-    else:
-        p = prior @ K
-        keep = jnp.minimum(_log_keep(K, p[None, :], E, floor), _log_keep(p[None, :], K, E, floor))
-    return jnp.minimum(_soft_min(keep, temperature), 0.0)
-
-
-def database_keep(premise: str, mech: Mechanism, x):
-    """``log(1 − t)`` for the least ``t`` (a feasible one for SP and BSP, see below) such that
-    ``(1−t)K + t/m`` has the database-level ``premise ≤ x``; 0 where ``K`` already has.
-
-    DP, BDP and MP compare ratios of rows of ``K`` or of prior-weighted conditionals
-    ``P[y | x_i, x_S]``, which mixing moves towards 1 like K's own entries (the weights sum to
-    1), so the least ``t`` is :func:`_log_keep`'s closed form on the max and min along each
-    record's axis (MP over 𝔻_* is ``max(DP, BDP)``). SP and BSP (sups over beliefs,
-    ``tanh(Λ/4)``) bound every product ratio ``a_u c_v / (c_u a_v) ≤ E = e^{4·atanh(x)}``;
-    with ``s = t/((1−t)m)`` each pair needs the quadratic ``(a_u+s)(c_v+s) − E(c_u+s)(a_v+s) ≤ 0``
-    (leading coefficient ``1 − E < 0``), which holds beyond its larger root. Taking the
-    largest root over all pairs (0 when every pair holds at ``s = 0``) gives a feasible ``t``
-    that is the identity on feasible mechanisms (not always the least: a pair's infeasible
-    set is an interval that may start above 0).
-    """
-    records = mech.records
-    dtype = mech.log_K.dtype
-    m = mech.m
-    if premise in ("sp", "bsp"):
-        E = jnp.exp(4.0 * jnp.arctanh(jnp.minimum(x, 1.0 - 1e-7)))
-        s = jnp.zeros((), dtype)
-        for log_a, log_c in _database_games(premise, mech):
-            a, c = jnp.exp(log_a), jnp.exp(log_c)  # (N, m): candidates × outputs
-            a_u, c_u = a[:, None, :], c[:, None, :]
-            a_v, c_v = a[None, :, :], c[None, :, :]
-            A = 1.0 - E
-            B = a_u + c_v - E * (c_u + a_v)
-            C = a_u * c_v - E * c_u * a_v
-            disc = B * B - 4 * A * C
-            over = C > 0  # infeasible at s = 0, so disc > 0
-            root = (-B - jnp.sqrt(jnp.where(over, disc, 1.0))) / (2 * A)
-            s = jnp.maximum(s, jnp.max(jnp.where(over, root, 0.0)))
-        any_over = s > 0
-        return jnp.where(any_over, -jnp.log1p(jnp.where(any_over, s, 0.0) * m), 0.0)
-    E = jnp.exp(x)
-    floor = jnp.expm1(x) / m
-    keep = jnp.zeros((), dtype)
-    tensors = []
-    if premise in ("dp", "mp"):
-        K = databases._as_tensor(jnp.exp(mech.log_K), records, 1)
-        tensors += [(i, K) for i in range(records.r)]
-    if premise in ("bdp", "mp"):
-        tensors += [(i, jnp.exp(log_p)) for i, _, log_p, _ in databases._known_set_conditionals(
-            mech, records, proper=premise == "mp")]
-    for i, P in tensors:
-        keep = jnp.minimum(keep, jnp.min(_log_keep(jnp.max(P, axis=i), jnp.min(P, axis=i),
-                                                   E, floor)))
-    return keep
-
-
-def _database_games(premise: str, mech: Mechanism):
-    """``(log a, log c)`` per game, shaped ``(candidates, m)``: SP compares ``K[x, y]`` with
-    ``K[x_{−i}, y]`` over databases ``x``; BSP ``P[y|x_i,x_S]`` with ``P[y|⊥,x_S]`` over partial
-    databases (full-support priors: every game exists)."""
-    records = mech.records
-    if premise == "sp":
-        for i in range(records.r):
-            yield mech.log_K, mech.log_K[databases.without(records, i), :]
-        return
-    for _, log_a, log_c, _ in databases._reset_games(mech, records):
-        yield log_a.reshape(-1, mech.m), log_c.reshape(-1, mech.m)
-
-
-def belief_keep(belief, prior, eps):
-    """``log(1 − t)`` for the least ``t`` such that ``(1−t)b + tπ`` has ``ε_bel ≤ ε``."""
-    E = jnp.exp(eps)
-    floor = jnp.expm1(eps) * prior
-    return jnp.min(jnp.minimum(_log_keep(belief, prior, E, floor),
-                               _log_keep(prior, belief, E, floor)))
-
-
-def build(params: Params, x, eps, relation: relations.Relation, setup: SearchSetup,
-          temperature=None) -> Mechanism:
+def build(params: Params, x, eps, relation, setup: SearchSetup, temperature=None) -> Mechanism:
     """The feasible mechanism of ``params`` at premise level ``x`` and condition parameter ``eps``
     (in the parameters' dtype; ``temperature`` smooths the premise retraction). Gates are not
     applied here: see :func:`log_conclusion` and :func:`candidate_mechanisms`."""
@@ -428,24 +316,21 @@ def build(params: Params, x, eps, relation: relations.Relation, setup: SearchSet
     elif setup.prior == "close":
         log_prior0 = jax.nn.log_softmax(scale * params.prior)
         prior0 = jnp.exp(log_prior0)
-        keep = _log_keep(jnp.max(prior0), jnp.min(prior0), jnp.exp(eps), jnp.expm1(eps) / n)
-        log_prior = _mix(log_prior0, jnp.full_like(log_prior0, -jnp.log(n)), keep)
+        keep = retractions.log_keep_for(jnp.max(prior0), jnp.min(prior0), jnp.exp(eps),
+                                        jnp.expm1(eps) / n)
+        log_prior = retractions.mix(log_prior0, jnp.full_like(log_prior0, -jnp.log(n)), keep)
     else:
         log_prior = jax.nn.log_softmax(scale * params.prior)
     if setup.belief == "close":
         log_belief0 = jax.nn.log_softmax(params.belief)
-        keep = belief_keep(jnp.exp(log_belief0), jnp.exp(log_prior), eps)
-        log_belief = _mix(log_belief0, log_prior, keep)
+        keep = retractions.belief_keep(jnp.exp(log_belief0), jnp.exp(log_prior), eps)
+        log_belief = retractions.mix(log_belief0, log_prior, keep)
     else:
         log_belief = log_prior
     log_K0 = jax.nn.log_softmax(scale * params.logits, axis=-1)
-    if setup.records is not None:
-        keep = database_keep(relation.premise, Mechanism(log_K0, log_prior, log_belief, None,
-                                                         setup.records), x)
-    else:
-        keep = premise_keep(relation.premise, jnp.exp(log_K0), jnp.exp(log_prior), x,
-                            temperature)
-    log_K = _mix(log_K0, jnp.full_like(log_K0, -jnp.log(m)), keep)
+    keep = premise_keep(relation, Mechanism(log_K0, log_prior, log_belief, None, setup.records),
+                        x, temperature)
+    log_K = retractions.mix(log_K0, jnp.full_like(log_K0, -jnp.log(m)), keep)
     return Mechanism(log_K, log_prior, log_belief, None, setup.records)
 
 
@@ -454,59 +339,43 @@ def build(params: Params, x, eps, relation: relations.Relation, setup: SearchSet
 # --------------------------------------------------------------------------------------------
 
 
-def _soft_max(values, temperature):
-    """``τ·logsumexp(v/τ)`` (≥ max, within ``τ·log(size)``); the hard max when ``τ`` is None."""
-    values = values.reshape(-1)
-    if temperature is None:
-        return jnp.max(values)
-    return temperature * logsumexp(values / temperature)
-
-
 def _safe_log(v):
     """``log v``, with a finite floor and a zero gradient at ``v = 0`` (a constant mechanism)."""
     positive = v > 0
     return jnp.where(positive, jnp.log(jnp.where(positive, v, 1.0)), -1e4)
 
 
-def log_conclusion(mech: Mechanism, gates, relation: relations.Relation, law: str, temperature):
+def _log_level(key: str, mech: Mechanism, options, temperature, gates):
+    """``log`` of notion ``key``'s level: its surrogate (which returns the log of a smoothed
+    level, maxima at ``temperature``; soft ``gates`` where the search uses them) if it has one,
+    else the log of its reference level (hard maxima: their float64 value picks the best
+    iterate anyway, and Adam's steps follow the active pair)."""
+    notion = registry.notion(key)
+    params = notion.resolve(options)
+    if notion.surrogate is not None:
+        if gates is not None:
+            params["gates"] = gates
+        return notion.surrogate(mech, temperature, **params)
+    return _safe_log(notion.level(mech, **params))
+
+
+def log_conclusion(mech: Mechanism, gates, relation, options, temperature):
     """``log`` of the (smoothed) conclusion level, and ``log`` of the measured condition
-    parameter where the bound scales with it (R6's β; else ``None``).
-
-    Every maximum in the conclusion — over entries (MBP, LDP), over the true secret ``d*`` or
-    the output ``w`` (ABP's record and output laws), over the secrets ``d ≠ d_true`` (γ) — is a
-    log-sum-exp at ``temperature`` (the hard max when it is None).
-    """
-    log_K = mech.log_K
-    kind = relation.conclusion
-    if kind in DATABASE_CONCLUSIONS:
-        # the database levels' maxima are hard: their float64 value picks the best iterate
-        # anyway, and Adam's steps follow the active pair
-        level = relations.NOTIONS[kind][1](mech, {})
-        return _safe_log(level), None
-    if kind == "mbp":
-        log_p = notions.log_marginal_kernel(log_K, mech.log_prior)
-        return _safe_log(_soft_max(jnp.abs(log_K - log_p[None, :]), temperature)), None
-    if kind == "ldp":
-        spread = log_K[:, None, :] - log_K[None, :, :]
-        return _safe_log(_soft_max(spread, temperature)), None
-    if kind == "abp":
-        laws = jnp.exp(log_K) if law == "record" else jnp.eye(mech.m, dtype=log_K.dtype)
-        abp = notions.abp_kernel(log_K, mech.log_prior, mech.log_belief, laws)
-        return _soft_max(_safe_log(abp), temperature), None
-    # pac_gamma over pac_beta, soft gates
-    log_beta = logsumexp(log_K + jax.nn.log_sigmoid(gates)[None, :], axis=-1)
-    d_true = PAC_OPTIONS["d_true"]
-    others = jnp.where(jnp.arange(mech.n) == d_true, -jnp.inf, log_beta)
-    return _soft_max(others, temperature), log_beta[d_true]
+    parameter where the bound scales with it (else ``None``)."""
+    log_y = _log_level(relation.conclusion, mech, options, temperature, gates)
+    if relation.scales_with_parameter:
+        return log_y, _log_level(relation.parameter, mech, options, temperature, gates)
+    return log_y, None
 
 
-def objective(params: Params, x, eps, relation, setup, law, temperature):
+def objective(params: Params, x, eps, relation, setup, options, temperature):
     """``log(conclusion) − log(bound(x, parameter))``: the log of the inverse slack at the grid
-    point (the bound at the grid's ``ε`` where it is gridded, at the measured β for R6)."""
+    point (the bound at the grid's ``ε`` where it is gridded, at the measured parameter where
+    the bound scales with it)."""
     mech = build(params, x, eps, relation, setup, temperature)
-    log_y, log_param = log_conclusion(mech, params.gates, relation, law, temperature)
-    if setup.gates:
-        # R6: bound (1+4x)·β, in logs
+    gates = params.gates if setup.gates else None
+    log_y, log_param = log_conclusion(mech, gates, relation, options, temperature)
+    if relation.scales_with_parameter:
         return log_y - jnp.log(relation.bound(x, 1.0)) - log_param
     return log_y - jnp.log(relation.bound(x, eps))
 
@@ -550,8 +419,9 @@ def initial_params(config: SearchConfig, dtype=jnp.float32) -> Params:
 def make_segment(config: SearchConfig, optimizer: optax.GradientTransformation):
     """The jitted ``state -> state`` that runs ``config.segment`` optimizer steps on every restart
     of every grid point (restarts sharded over the local devices)."""
-    relation = relations.get(config.relation)
+    relation = registry.get(config.relation)
     setup = config.setup
+    options = config.options
     grid = jnp.asarray(config.grid, jnp.float32)
     eps = jnp.float32(config.param)
     t0, t1 = config.temperature
@@ -561,13 +431,13 @@ def make_segment(config: SearchConfig, optimizer: optax.GradientTransformation):
         fraction = jnp.minimum(step / config.steps, 1.0)
         temperature = t0 * (t1 / t0) ** fraction
         # optax minimizes: descend on the negated objective
-        grads = jax.grad(lambda q: -objective(q, x, eps, relation, setup, config.law,
+        grads = jax.grad(lambda q: -objective(q, x, eps, relation, setup, options,
                                               temperature))(params)
         # a non-finite gradient (never expected) must not poison the restart
         grads = jax.tree_util.tree_map(lambda g: jnp.where(jnp.isfinite(g), g, 0.0), grads)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
-        score = objective(params, x, eps, relation, setup, config.law, None)
+        score = objective(params, x, eps, relation, setup, options, None)
         score = jnp.where(jnp.isfinite(score), score, -jnp.inf)
         better = score > best_score
         best_params = jax.tree_util.tree_map(lambda b, p: jnp.where(better, p, b), best_params,
@@ -613,7 +483,7 @@ def _explore(config: SearchConfig, state: SearchState) -> SearchState:
     moving = R // 4
     if moving == 0:
         return state
-    relation = relations.get(config.relation)
+    relation = registry.get(config.relation)
     setup = config.setup
     grid = jnp.asarray(config.grid, jnp.float32)
     eps = jnp.float32(config.param)
@@ -681,7 +551,7 @@ def candidate_mechanisms(config: SearchConfig, params: Params) -> Mechanism:
     point), built again from scratch with the retraction in float64 at each grid point, as one
     batch ``(G, T, V, n, m)``. ``V = 1``, except for R6: one per binary gate set tried (the
     gates rounded, then each single failing output)."""
-    relation = relations.get(config.relation)
+    relation = registry.get(config.relation)
     setup = config.setup
     with jax.enable_x64(True):
         p64 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), params)
@@ -715,11 +585,12 @@ class SearchResult(NamedTuple):
 
 def float64_scores(config: SearchConfig, params: Params) -> np.ndarray:
     """The hard objective of every ``(grid point, restart)`` in float64, shape ``(G, R)``."""
-    relation = relations.get(config.relation)
+    relation = registry.get(config.relation)
     setup = config.setup
+    options = config.options
 
     def score(p, x):
-        value = objective(p, x, jnp.float64(config.param), relation, setup, config.law, None)
+        value = objective(p, x, jnp.float64(config.param), relation, setup, options, None)
         return jnp.where(jnp.isfinite(value), value, -jnp.inf)
 
     with jax.enable_x64(True):
@@ -729,19 +600,19 @@ def float64_scores(config: SearchConfig, params: Params) -> np.ndarray:
 
 
 def _checked_candidates(config: SearchConfig, params: Params
-                        ) -> tuple[Mechanism, relations.CheckResult]:
+                        ) -> tuple[Mechanism, registry.CheckResult]:
     """:func:`candidate_mechanisms` and the relation's float64 arithmetic on them, compiled as
     one program (op-by-op, the first call spent seconds compiling hundreds of small ops)."""
-    relation = relations.get(config.relation)
+    relation = registry.get(config.relation)
     options = config.options
 
     def build_and_check(p):
         mechs = candidate_mechanisms(config, p)
-        return mechs, tuple(relations.evaluate(relation, mechs, **options)[1:])
+        return mechs, tuple(registry.evaluate(relation, mechs, **options)[1:])
 
     with jax.enable_x64(True):
         mechs, arrays = jax.jit(build_and_check)(params)
-        return mechs, relations.CheckResult(relation.id, *(np.asarray(a) for a in arrays))
+        return mechs, registry.CheckResult(relation.id, *(np.asarray(a) for a in arrays))
 
 
 def evaluate_grid(config: SearchConfig, state: SearchState, out_dir: Path | None
@@ -751,7 +622,7 @@ def evaluate_grid(config: SearchConfig, state: SearchState, out_dir: Path | None
     point the witness with the smallest slack there among those that satisfy its premise and
     condition, and verify every violation. (Ranking by the float32 scores let a
     float32-flattered restart, copied by the population step, crowd out the real optimum.)"""
-    relation = relations.get(config.relation)
+    relation = registry.get(config.relation)
     setup = config.setup
     options = config.options
     best = jax.tree_util.tree_map(np.asarray, state.best_params)
@@ -766,12 +637,12 @@ def evaluate_grid(config: SearchConfig, state: SearchState, out_dir: Path | None
             checked.parameter, config.param)
         grid_bound = np.asarray(relation.bound(jnp.asarray(np.broadcast_to(x, used.shape)),
                                                jnp.asarray(used)))
-        grid_slack = np.asarray(relations.slack(grid_bound, checked.conclusion))
+        grid_slack = np.asarray(registry.slack(grid_bound, checked.conclusion))
     feasible = (checked.premise <= x * (1 + 1e-9) + 1e-12) & checked.condition_holds
     if setup.gridded_parameter:
         feasible &= checked.parameter <= config.param * (1 + 1e-9) + 1e-12
-    cert = certify.envelope(config.relation, np.asarray(config.grid), config.param, n=config.n,
-                           r=config.r)
+    cert = certify.envelope(relation, np.asarray(config.grid), config.param, n=config.n,
+                            r=config.r or None)
     rows = []
     for g, x_g in enumerate(config.grid):
         candidates = np.flatnonzero(feasible[g])
@@ -785,23 +656,16 @@ def evaluate_grid(config: SearchConfig, state: SearchState, out_dir: Path | None
                       mechs[g, t, v], int(order[g, t]))
         rows.append(_row(config, g, x_g, chosen, cert, out_dir))
     found = []
-    witness_dir = out_dir / "witnesses" if out_dir is not None else Path(
-        tempfile.mkdtemp(prefix="jaxpriv-search-"))
     for g, t, v in np.argwhere(checked.violated)[:MAX_WITNESSES]:
         r = int(order[g, t])
         gate_set = f"-v{v:02d}" if checked.violated.shape[2] > 1 else ""
-        target = witness_dir / f"{config.relation}-g{g:03d}-r{r:04d}{gate_set}.json"
-        verified = certify.verify_witness(relation, mechs[g, t, v], options, target,
-                                          g * config.restarts + r)
+        target = runstate.witness_path(out_dir, f"{config.relation}-g{g:03d}-r{r:04d}{gate_set}")
+        verified = runstate.verify_witness(relation, mechs[g, t, v], options, target,
+                                           g * config.restarts + r)
         if verified is None:
             continue
         verified["grid_point"] = config.grid[g]
-        if out_dir is None:
-            Path(verified["file"]).unlink()
-            verified["file"] = None
-        else:
-            verified["file"] = str(Path(verified["file"]).relative_to(out_dir))
-        found.append(verified)
+        found.append(runstate.keep(verified, out_dir))
     return rows, found
 
 
@@ -833,43 +697,40 @@ def _row(config, g, x, chosen, cert, out_dir) -> dict[str, Any]:
 
 def run(config: SearchConfig, out: str | os.PathLike | None = None, resume: bool = False,
         progress: bool = True, optimizer: optax.GradientTransformation | None = None,
-        max_segments: int | None = None, sweep_dir: str | os.PathLike | None = None
-        ) -> SearchResult:
-    """Run (or resume) a search; with ``out``, checkpoint after every segment and write the report.
+        max_segments: int | None = None, write=None) -> SearchResult:
+    """Run (or resume) a search; with ``out``, checkpoint after every segment.
 
     Args:
       config: from :func:`make_config`.
-      out: run directory (``summary.json``, ``envelope.csv``, ``envelope.png``, ``witnesses/``).
+      out: run directory (checkpoint, ``witnesses/``; the outputs layer adds ``summary.json``,
+        ``envelope.csv``, ``envelope.png``).
       resume: continue from ``out``'s checkpoint (same config required).
       progress: show a progress bar (restart-steps/s, ETA) on stderr.
       optimizer: an optax ``GradientTransformation`` (default :func:`default_optimizer`);
         applied per restart.
-      max_segments: stop after this many segments in this call (resumable; no report).
-      sweep_dir: a sweep run directory whose envelope the plot shows beside the search's.
+      max_segments: stop after this many segments in this call (resumable).
+      write: the outputs layer's writer, ``write(out_dir, result, relation)``, called when the
+        search is complete and has a directory (e.g. :func:`jaxpriv.report.write_search`).
 
     Returns:
       a :class:`SearchResult`; ``rows`` hold float64 levels of real witnesses.
     """
     optimizer = optimizer or default_optimizer(config)
-    out_dir = Path(out) if out is not None else None
-    if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = runstate.prepare(out, resume, STATE_FILE, "search")
     began = time.perf_counter()
     state = initial_state(config, optimizer)
     done = {"seconds": 0.0, "quiet_segments": 0, "history": []}
     if resume:
-        if out_dir is None:
-            raise InputError("--resume needs --out DIR")
         state, done = _load(out_dir, config, state)
-    elif out_dir is not None and (out_dir / STATE_FILE).exists():
-        raise InputError(f"{out_dir} already holds a search; use --resume, or a new --out")
     segment = make_segment(config, optimizer)
     segment = segment.lower(state).compile()
     compile_seconds = time.perf_counter() - began
     seconds, quiet, history = done["seconds"], done["quiet_segments"], done["history"]
     total = -(-config.steps // config.segment)
     start = int(state.step) // config.segment
-    bar = _progress_bar(config, start, progress)
+    per_segment = config.segment * config.restarts * len(config.grid)
+    bar = runstate.progress_bar(total * per_segment, start * per_segment, "step",
+                                f"search {config.relation}", progress)
     stop = total if max_segments is None else min(total, start + max_segments)
     previous = np.max(np.asarray(state.best_score), axis=1)
     for _ in range(start, stop):
@@ -889,7 +750,7 @@ def run(config: SearchConfig, out: str | os.PathLike | None = None, resume: bool
             _save(out_dir, config, state, {"seconds": seconds, "quiet_segments": quiet,
                                            "history": history})
         if bar is not None:
-            bar.update(config.segment * config.restarts * len(config.grid))
+            bar.update(per_segment)
     if bar is not None:
         bar.close()
     finished = quiet >= config.patience or int(state.step) >= total * config.segment
@@ -898,25 +759,14 @@ def run(config: SearchConfig, out: str | os.PathLike | None = None, resume: bool
         return SearchResult(config, [], [], seconds, compile_seconds, steps)
     rows, violations = evaluate_grid(config, state, out_dir)
     result = SearchResult(config, rows, violations, seconds, compile_seconds, steps)
-    if out_dir is not None:
-        from jaxpriv import report
-        report.write_search(out_dir, result, relations.get(config.relation), sweep_dir)
+    if out_dir is not None and write is not None:
+        write(out_dir, result, registry.get(config.relation))
     return result
 
 
 def _save(out: Path, config: SearchConfig, state: SearchState, progress: dict) -> None:
-    io.save_state(out / STATE_FILE, state, dataclasses.asdict(config), progress)
+    runstate.save(out, STATE_FILE, state, dataclasses.asdict(config), progress)
 
 
 def _load(out: Path, config: SearchConfig, like: SearchState) -> tuple[SearchState, dict]:
-    return io.load_state(out / STATE_FILE, like, dataclasses.asdict(config))
-
-
-def _progress_bar(config: SearchConfig, start: int, enabled: bool):
-    if not enabled:
-        return None
-    from tqdm.auto import tqdm
-    per_segment = config.segment * config.restarts * len(config.grid)
-    total = -(-config.steps // config.segment) * per_segment
-    return tqdm(total=total, initial=start * per_segment, unit="step", unit_scale=True,
-                desc=f"search {config.relation}", smoothing=0.1, dynamic_ncols=True)
+    return runstate.load(out, STATE_FILE, like, dataclasses.asdict(config))

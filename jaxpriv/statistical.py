@@ -220,7 +220,7 @@ def r15_audit(key, n: int, epss, count: int) -> R15Audit:
     four decades), take the exact worst perturbation of each, and keep the worst per ε."""
     epss = np.asarray(epss, np.float64)
     if not ((epss > 0) & (epss < 1)).all():
-        raise InputError("R15's bound is stated for 0 < ε < 1")
+        raise InputError("the bound of 003 Thm D.1 is stated for 0 < ε < 1")
     if n < 2 or count < 1:
         raise InputError("R15 audit needs n >= 2 secrets and count >= 1")
     with jax.enable_x64(True):
@@ -235,58 +235,6 @@ def r15_audit(key, n: int, epss, count: int) -> R15Audit:
         bound = np.asarray(r15_bound(epss))
     worst = np.asarray(worst)
     return R15Audit(epss, worst, bound, bound / worst, np.stack(w1), np.stack(w2))
-
-
-# --------------------------------------------------------------------------------------------
-# registry checks (one setting, exact, float64): relations.StatisticalRelation.check_fn
-# --------------------------------------------------------------------------------------------
-
-
-def r14_check(T, kappa1, eps):
-    """R14 at one setting, exactly: the premise is ε, the parameter ``Tκ₁`` (the expected
-    count), the conclusion the exact failure probability ``P(|κ̂₁ − κ₁| > εκ₁)`` and the bound
-    the claimed ``2·exp(−ε²Tκ₁/3)``; compared in log space, violated when the claim is below
-    the exact value by more than :data:`R14_RTOL`. Returns a ``relations.CheckResult``."""
-    from jaxpriv.relations import CheckResult
-
-    T, kappa, eps = _checked(T, kappa1, eps)
-    if T.ndim or kappa.ndim or eps.ndim:
-        raise InputError("an R14 witness is one setting: T, kappa1 and eps must be numbers")
-    log_failure = float(log_failure_probability(int(T), kappa, eps))
-    log_claimed = math.log(2.0) - float(eps) ** 2 * float(T) * float(kappa) / 3.0
-    log_slack = log_claimed - log_failure
-    with np.errstate(over="ignore", under="ignore"):
-        values = [np.float64(v) for v in (eps, T * kappa, T * kappa, True, np.exp(log_failure),
-                                          np.exp(log_claimed), np.exp(log_slack),
-                                          log_slack < math.log1p(-R14_RTOL))]
-    return CheckResult("R14", *(np.asarray(v) for v in values[:3]), np.asarray(True),
-                       *(np.asarray(v) for v in values[4:7]), np.asarray(bool(values[7])))
-
-
-def r15_check(kappa1, kappa2, eps):
-    """R15 at one pair ``(κ₁, κ₂)``, exactly: the conclusion is the worst ``|Ĉ₁ − C₁|`` over
-    every estimate with ``|κ̂₁ − κ₁| ≤ εκ₁`` (:func:`r15_extremes`), the bound 003 Thm D.1's.
-    The claim is made for ``0 < ε < 1`` (the bound needs ``log(1−ε)``); elsewhere the
-    condition fails. Returns a ``relations.CheckResult``."""
-    from jaxpriv import relations
-
-    k1, k2 = _checked_distribution(kappa1, "kappa1"), _checked_distribution(kappa2, "kappa2")
-    if k1.shape != k2.shape:
-        raise InputError(f"kappa1 and kappa2 must have the same length, got {k1.size} and "
-                         f"{k2.size}")
-    eps = float(np.asarray(eps, np.float64))
-    if not math.isfinite(eps) or eps <= 0:
-        raise InputError(f"eps must be positive and finite, got {eps}")
-    holds = eps < 1
-    with jax.enable_x64(True):
-        error = float(r15_worst_error(jnp.asarray(k1), jnp.asarray(k2), eps))
-        bound = float(r15_bound(jnp.float64(eps))) if holds else math.inf
-        slack = float(relations.slack(bound, error))
-    violated = holds and error > bound * (1 + relations.RTOL) + relations.ATOL
-    return relations.CheckResult("R15", *(np.asarray(v, np.float64) for v in (eps, 0.0, 0.0)),
-                                 np.asarray(holds), *(np.asarray(v, np.float64)
-                                                      for v in (error, bound, slack)),
-                                 np.asarray(violated))
 
 
 def r15_worst_error(kappa1, kappa2, eps) -> jax.Array:

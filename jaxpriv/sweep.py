@@ -1,8 +1,8 @@
 """Sweeps: evaluate one relation over millions of random mechanisms, chunk by chunk.
 
 Data flows one way: **sample** (on device, from ``fold_in(key(seed), chunk_index)``) →
-**evaluate** (float32, :func:`jaxpriv.relations.evaluate`, with the levels from the fused batch
-kernel :mod:`jaxpriv.fused` where it covers the relation's notions) → **accumulate** (a binned
+**evaluate** (float32, :func:`jaxpriv.registry.evaluate`, with the levels from the fused batch
+kernel :mod:`jaxpriv.fused` where every notion of the relation has a screen there) → **accumulate** (a binned
 envelope on device: per premise bin × parameter bin, the largest conclusion and the mechanism
 reaching it; the smallest per-mechanism slack overall; the lowest-slack candidates of the chunk) →
 **verify** (on the host, every candidate recomputed from scratch in float64 and saved as a
@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
@@ -32,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
-from jaxpriv import certify, fused, io, relations, samplers
+from jaxpriv import fused, io, registry, runstate, samplers
 from jaxpriv.errors import InputError
 from jaxpriv.mechanisms import Mechanism, Records
 
@@ -93,73 +92,31 @@ class SweepConfig:
         return Records(self.k, self.r) if self.r else None
 
 
-class RelationSetup(NamedTuple):
-    """How a relation is swept: what to sample and the options its notions need."""
-
-    sampler: Callable[[int, int], samplers.SamplerSpec]
-    options: dict[str, Any]
-    x_max: float = 10.0
-    param_max: float = 0.0
-    param_bins: int = 1
-
-
-SETUPS: dict[str, RelationSetup] = {
-    "R1": RelationSetup(lambda n, m: samplers.SamplerSpec(n, m, prior="uniform"), {}),
-    "R2": RelationSetup(lambda n, m: samplers.SamplerSpec(n, m, prior="uniform"), {}),
-    "R3": RelationSetup(lambda n, m: samplers.SamplerSpec(n, m, prior="close"), {},
-                        param_max=3.0, param_bins=6),
-    "R4": RelationSetup(lambda n, m: samplers.SamplerSpec(n, m, prior="close"), {},
-                        param_max=3.0, param_bins=6),
-    "R5": RelationSetup(lambda n, m: samplers.SamplerSpec(n, m, belief_eps_max=1.0), {},
-                        param_max=2.0, param_bins=4),
-    "R6": RelationSetup(lambda n, m: samplers.SamplerSpec(n, m, values=True),
-                        {"mu": 0.0, "alpha": 1.0, "d_true": 0}, x_max=1.0,
-                        param_max=1.0, param_bins=4),
-    # SP and BSP are exact sups over beliefs: no belief to draw. The converse relations' premise
-    # (B)SP lives in [0, 1] and their bound is infinite from ½ on; R11 is claimed up to 0.225.
-    "R8": RelationSetup(lambda n, m: samplers.SamplerSpec(n, m), {}, x_max=0.5),
-    "R10": RelationSetup(lambda n, m: samplers.SamplerSpec(n, m, prior="uniform"), {},
-                         x_max=0.5),
-    "R11": RelationSetup(lambda n, m: samplers.SamplerSpec(n, m, prior="uniform"), {},
-                         x_max=0.225),
-    # BDP only constrains databases the prior allows, MP over 𝔻_* sees them all: priors with
-    # zeros are where R12 can fail
-    "R12": RelationSetup(lambda n, m: samplers.SamplerSpec(n, m, prior_zero_fraction=0.3), {}),
-}
-
-
-def setup_for(relation_id: str) -> RelationSetup:
-    relation = relations.get(relation_id)
-    if relation.id in SETUPS:
-        return SETUPS[relation.id]
-    belief = 1.0 if relation.parameter == "eps_bel" else 0.0
-    prior = "close" if relation.parameter == "eps_unif" and relation.parameter_limit is None \
-        else "dirichlet"
-    return RelationSetup(lambda n, m: samplers.SamplerSpec(n, m, prior=prior,
-                                                           belief_eps_max=belief), {},
-                         param_max=3.0 if relation.parameter else 0.0,
-                         param_bins=6 if relation.parameter and relation.parameter_limit is None
-                         else 1)
-
-
-def needs_records(relation: relations.Relation) -> bool:
+def needs_records(relation) -> bool:
     """Whether the relation's notions are defined on databases (a records layout is needed)."""
-    return bool(relation.notions & relations.DATABASE_NOTIONS)
+    return relation.needs_records
 
 
-def sampler_spec(config: SweepConfig) -> samplers.SamplerSpec:
-    """What the sweep draws: the relation's sampler, with the records layout where it has one."""
-    spec = setup_for(config.relation).sampler(config.n, config.m)
-    return dataclasses.replace(spec, records=config.records)
+def sampler_spec(config: SweepConfig, relation=None) -> samplers.SamplerSpec:
+    """What the sweep draws: the relation's sampling hint, with the records layout where it has
+    one."""
+    hint = (relation or registry.get(config.relation)).sampling
+    return samplers.SamplerSpec(config.n, config.m, prior=hint.prior,
+                                belief_eps_max=hint.belief_eps_max, values=hint.values,
+                                prior_zero_fraction=hint.prior_zero_fraction,
+                                records=config.records)
 
 
 def make_config(relation: str, n: int, m: int, count: int, seed: int = 0,
                 chunk: int | None = None, memory_mb: float = 1024.0, **overrides) -> SweepConfig:
     """A validated :class:`SweepConfig` with the relation's default bins and a chunk size
     derived from ``memory_mb`` (about 64 float32 words per entry of K per mechanism)."""
-    relation_id = relations.get(relation).id
+    rel = registry.get(relation)
+    if rel.kind != "mechanism":
+        raise InputError(f"{rel.id} is a statistical relation: jaxpriv.statistical_audit sweeps it")
+    relation_id = rel.id
     k, r = int(overrides.pop("k", 0) or 0), int(overrides.pop("r", 0) or 0)
-    if needs_records(relations.get(relation_id)):
+    if rel.needs_records:
         if k < 2 or r < 1:
             raise InputError(f"{relation_id} relates database-level notions: give the layout "
                              f"with --k (values per record, >= 2) and --r (records, >= 1)")
@@ -186,10 +143,10 @@ def make_config(relation: str, n: int, m: int, count: int, seed: int = 0,
     block = int(overrides.pop("block", min(1024, chunk)))
     unit = block * devices
     chunk = -(-int(chunk) // unit) * unit
-    setup = setup_for(relation_id)
+    hint = rel.sampling
     fields = dict(relation=relation_id, n=int(n), m=int(m), count=int(count), seed=int(seed),
-                  chunk=chunk, block=block, x_max=setup.x_max, param_max=setup.param_max,
-                  param_bins=setup.param_bins, k=k, r=r)
+                  chunk=chunk, block=block, x_max=hint.x_max, param_max=hint.param_max,
+                  param_bins=hint.param_bins, k=k, r=r)
     fields.update(overrides)
     return SweepConfig(**fields)
 
@@ -260,28 +217,29 @@ class Candidates(NamedTuple):
     values: jax.Array
 
 
-FUSED_NOTIONS = frozenset(fused.RecordLevels._fields)
+def uses_fused_kernel(relation, options: dict[str, Any] | None = None) -> bool:
+    """Whether :func:`jaxpriv.fused.record_levels` computes every level the relation needs: each
+    of its notions has a ``screen`` (a field of the fused kernel) that applies at ``options``
+    (default: the relation's own)."""
+    options = relation.options if options is None else options
+    return all(registry.notion(key).screens(options) for key in relation.notions)
 
 
-def uses_fused_kernel(relation: relations.Relation, options: dict[str, Any]) -> bool:
-    """Whether :func:`jaxpriv.fused.record_levels` computes every level the relation needs
-    (ABP only under the record law)."""
-    needed = relation.notions
-    record_law = options.get("q") is None and (options.get("law") or "record") == "record"
-    return needed <= FUSED_NOTIONS and ("abp" not in needed or record_law)
+def screened_levels(relation, levels: fused.RecordLevels) -> dict[str, jax.Array]:
+    """The fused kernel's levels keyed by the relation's notion keys."""
+    return {key: getattr(levels, registry.notion(key).screen) for key in relation.notions}
 
 
-def make_step(config: SweepConfig, relation: relations.Relation | None = None,
+def make_step(config: SweepConfig, relation=None,
               use_fused: bool | None = None):
     """The jitted chunk step ``(state, chunk_index) -> (state, candidates)``.
 
     ``use_fused``: screen with :mod:`jaxpriv.fused` (default: wherever it covers the relation);
     ``False`` evaluates with the reference notions (the benchmark's baseline).
     """
-    relation = relation or relations.get(config.relation)
-    setup = setup_for(config.relation)
-    spec = sampler_spec(config)
-    options = setup.options
+    relation = relation or registry.get(config.relation)
+    spec = sampler_spec(config, relation)
+    options = relation.options
     mesh = Mesh(np.array(jax.devices()), ("batch",))
     base_key = jax.random.key(config.seed)
     blocks_per_chunk = config.chunk // config.block
@@ -294,8 +252,9 @@ def make_step(config: SweepConfig, relation: relations.Relation | None = None,
             (config.block, config.m), jnp.float32)
         levels = None
         if screen_fused:
-            levels = fused.record_levels(mech.log_K, mech.log_prior, mech.log_belief)._asdict()
-        result = relations.evaluate(relation, mech, levels=levels, **options)
+            levels = screened_levels(relation, fused.record_levels(mech.log_K, mech.log_prior,
+                                                                   mech.log_belief))
+        result = registry.evaluate(relation, mech, levels=levels, **options)
         return (mech.log_K, mech.log_prior, mech.log_belief, values, result.premise,
                 result.parameter, result.conclusion, result.slack, result.condition_holds)
 
@@ -363,10 +322,10 @@ def mechanism_of(log_K, log_prior, log_belief, values, has_values: bool,
 
 
 def float64_screen(config: SweepConfig, relation, options) -> Callable[[Mechanism], jax.Array]:
-    """``relations.evaluate(...).violated`` on a float64 batch of ``config.candidates``
+    """``registry.evaluate(...).violated`` on a float64 batch of ``config.candidates``
     mechanisms, compiled ahead of the timed loop: the eager float64 check costs ~150 ms per
-    batch at n = m = 8, the compiled one ~1 ms. Only a screen: :func:`jaxpriv.certify.verify_witness`
-    re-checks each hit eagerly before it counts."""
+    batch at n = m = 8, the compiled one ~1 ms. Only a screen:
+    :func:`jaxpriv.runstate.verify_witness` re-checks each hit eagerly before it counts."""
     k, n, m = config.candidates, config.n, config.m
     spec = sampler_spec(config)
     has_values = spec.values
@@ -376,7 +335,7 @@ def float64_screen(config: SweepConfig, relation, options) -> Callable[[Mechanis
                           jax.ShapeDtypeStruct((k, n), f64),
                           jax.ShapeDtypeStruct((k, m), f64) if has_values else None,
                           spec.records)
-        return jax.jit(lambda mech: relations.evaluate(relation, mech, **options).violated
+        return jax.jit(lambda mech: registry.evaluate(relation, mech, **options).violated
                        ).lower(shape).compile()
 
 
@@ -400,57 +359,74 @@ def violated_in_float64(config: SweepConfig, screen, candidates: Candidates) -> 
 
 def save_checkpoint(out: Path, config: SweepConfig, state: SweepState, next_chunk: int,
                     progress: dict[str, Any]) -> None:
-    """State and progress record in one atomic file (:func:`jaxpriv.io.save_state`);
+    """State and progress record in one atomic file (:func:`jaxpriv.runstate.save`);
     ``checkpoint.json`` is a readable copy of the record, never read back."""
     record = {"next_chunk": next_chunk, **progress}
-    io.save_state(out / CHECKPOINT, state, dataclasses.asdict(config), record)
+    runstate.save(out, CHECKPOINT, state, dataclasses.asdict(config), record)
     io.atomic_write(out / CHECKPOINT_META, lambda f: json.dump(
         {"config": dataclasses.asdict(config), **record}, f, indent=1))
 
 
 def load_checkpoint(out: Path, config: SweepConfig) -> tuple[SweepState, int, dict[str, Any]]:
-    state, record = io.load_state(out / CHECKPOINT, initial_state(config),
+    state, record = runstate.load(out, CHECKPOINT, initial_state(config),
                                   dataclasses.asdict(config))
     next_chunk = record.pop("next_chunk")
     return state, next_chunk, record
 
 
 class SweepResult(NamedTuple):
+    """A sweep's outcome.
+
+    Attributes:
+      config, state: the configuration and the device accumulator.
+      violations: verified violations saved as witnesses (their levels and files).
+      violation_count: every verified violation (past ``max_witnesses`` counted, not saved).
+      seconds: sampling, evaluation, verification and checkpoints, summed over chunks.
+      compile_seconds: of this process's compilation, not included in ``seconds``.
+      rows: the envelope, one row per non-empty cell, each cell's best mechanism re-checked in
+        float64 and saved as a witness (complete runs with a directory; else empty).
+      worst: the overall lowest-slack point ``{"file", "premise", "parameter", "slack"}``
+        re-checked in float64 (a verified violation, if lower, is named instead), or ``None``.
+    """
+
     config: SweepConfig
     state: SweepState
     violations: list[dict[str, Any]]
     violation_count: int
-    seconds: float  # sampling, evaluation, verification and checkpoints, summed over chunks
-    compile_seconds: float  # of this process's compilation, not included in ``seconds``
+    seconds: float
+    compile_seconds: float
+    rows: list[dict[str, Any]] = []
+    worst: dict[str, Any] | None = None
+
+    @property
+    def worst_slack(self) -> float | None:
+        return None if self.worst is None else self.worst["slack"]
 
 
 def run(config: SweepConfig, out: str | os.PathLike | None = None, resume: bool = False,
-        progress: bool = True, relation: relations.Relation | None = None,
-        max_chunks: int | None = None) -> SweepResult:
-    """Run (or resume) a sweep; with ``out``, checkpoint after every chunk and write the report.
+        progress: bool = True, relation=None, max_chunks: int | None = None,
+        write: Callable | None = None) -> SweepResult:
+    """Run (or resume) a sweep; with ``out``, checkpoint after every chunk.
 
     Args:
       config: from :func:`make_config`.
-      out: run directory (``summary.json``, ``envelope.csv``, ``envelope.png``, ``witnesses/``).
+      out: run directory (checkpoint, ``witnesses/``; the outputs layer adds ``summary.json``,
+        ``envelope.csv``, ``envelope.png``).
       resume: continue from ``out``'s checkpoint (same config required).
       progress: show a progress bar (mechanisms/s, ETA) on stderr.
       relation: override the registry entry (tests inject deliberately false bounds this way).
       max_chunks: stop after this many chunks in this call (the checkpoint allows resuming);
-        the report is written only when the sweep is complete.
+        the envelope is re-checked only when the sweep is complete.
+      write: the outputs layer's writer, ``write(out_dir, result, relation)``, called when the
+        sweep is complete and has a directory (e.g. :func:`jaxpriv.report.write_sweep`).
     """
-    relation = relation or relations.get(config.relation)
-    options = setup_for(config.relation).options
-    out_dir = Path(out) if out is not None else None
-    if out_dir is not None:
-        (out_dir / "witnesses").mkdir(parents=True, exist_ok=True)
+    relation = relation or registry.get(config.relation)
+    options = relation.options
+    out_dir = runstate.prepare(out, resume, CHECKPOINT, "sweep")
     state, start, done = initial_state(config), 0, {"violations": [], "violation_count": 0,
                                                     "seconds": 0.0}
     if resume:
-        if out_dir is None:
-            raise InputError("--resume needs --out DIR")
         state, start, done = load_checkpoint(out_dir, config)
-    elif out_dir is not None and (out_dir / CHECKPOINT).exists():
-        raise InputError(f"{out_dir} already holds a sweep; use --resume, or a new --out")
     began = time.perf_counter()
     step = make_step(config, relation).lower(state, jnp.int32(start)).compile()
     screen = float64_screen(config, relation, options)
@@ -458,7 +434,8 @@ def run(config: SweepConfig, out: str | os.PathLike | None = None, resume: bool 
     violations: list[dict[str, Any]] = list(done["violations"])
     violation_count = int(done["violation_count"])
     seconds = float(done["seconds"])
-    bar = _progress_bar(config, start, progress)
+    bar = runstate.progress_bar(config.count, min(start * config.chunk, config.count), "mech",
+                                f"sweep {config.relation}", progress)
     stop = config.chunks if max_chunks is None else min(config.chunks, start + max_chunks)
     for chunk_index in range(start, stop):
         began = time.perf_counter()
@@ -472,19 +449,12 @@ def run(config: SweepConfig, out: str | os.PathLike | None = None, resume: bool 
                 continue
             index = int(candidates.index[k])
             mech = record_mechanism(config, candidates, k)
-            target = (out_dir or Path(tempfile.gettempdir())) / "witnesses" / \
-                f"{config.relation}-{index}.json"
-            target.parent.mkdir(parents=True, exist_ok=True)
-            found = certify.verify_witness(relation, mech, options, target, index)
+            target = runstate.witness_path(out_dir, f"{config.relation}-{index}")
+            found = runstate.verify_witness(relation, mech, options, target, index)
             if found is None:
                 continue
             violation_count += 1
-            if out_dir is None:
-                Path(found["file"]).unlink()
-                found["file"] = None
-            else:
-                found["file"] = str(Path(found["file"]).relative_to(out_dir))
-            violations.append(found)
+            violations.append(runstate.keep(found, out_dir))
         jax.block_until_ready(state)
         if out_dir is not None:
             save_checkpoint(out_dir, config, state, chunk_index + 1,
@@ -498,17 +468,58 @@ def run(config: SweepConfig, out: str | os.PathLike | None = None, resume: bool 
         bar.close()
     result = SweepResult(config, state, violations, violation_count, seconds, compile_seconds)
     if out_dir is not None and stop == config.chunks:
-        from jaxpriv import report
-        report.write_sweep(out_dir, result, relation)
+        result = result._replace(rows=envelope_rows(out_dir, result, relation),
+                                 worst=worst_point(result, relation, out_dir))
+        if write is not None:
+            write(out_dir, result, relation)
     return result
 
 
-def _progress_bar(config: SweepConfig, start: int, enabled: bool):
-    if not enabled:
+def envelope_rows(out_dir: Path, result: SweepResult, relation) -> list[dict]:
+    """Re-check each cell's best mechanism in float64, save it, and tabulate the envelope."""
+    config = result.config
+    options = relation.options
+    env = jax.tree_util.tree_map(np.asarray, result.state.envelope)
+    counts = np.asarray(result.state.cell_count)
+    rows = []
+    for cell in np.flatnonzero(env.score > -np.inf):
+        x_bin, p_bin = divmod(int(cell), config.param_bins)
+        x_edge = config.x_max * (x_bin + 1) / config.x_bins
+        p_edge = config.param_max * (p_bin + 1) / config.param_bins if config.param_bins > 1 \
+            else None
+        mech = record_mechanism(config, env, cell)
+        checked = relation.check(mech, **options)
+        name = f"witnesses/bins/x{x_bin:03d}-p{p_bin:02d}.json"
+        io.save_mechanism(out_dir / name, mech, relation=relation.id,
+                          index=int(env.index[cell]), **options)
+        with jax.enable_x64(True):
+            used = float(checked.parameter) if p_edge is None else p_edge
+            bound = float(relation.bound(jnp.float64(x_edge), jnp.float64(used)))
+            slack = float(registry.slack(bound, float(checked.conclusion)))
+        rows.append({"x": x_edge, "param": "" if p_edge is None else p_edge,
+                     "premise": float(checked.premise), "parameter": float(checked.parameter),
+                     "conclusion": float(checked.conclusion), "bound": bound, "slack": slack,
+                     "count": int(counts[cell]), "witness": name})
+    return rows
+
+
+def worst_point(result: SweepResult, relation, out_dir: Path | None = None) -> dict | None:
+    """The overall lowest-slack mechanism re-checked in float64 (``None`` if none qualified):
+    ``{"file", "premise", "parameter", "slack"}`` (with ``out_dir``, the mechanism is saved as
+    ``witnesses/worst.json``); a verified violation, if lower, is named instead."""
+    worst = jax.tree_util.tree_map(np.asarray, result.state.worst)
+    if worst.score[0] == -np.inf:
         return None
-    from tqdm.auto import tqdm
-    return tqdm(total=config.count, initial=min(start * config.chunk, config.count),
-                unit="mech", unit_scale=True, desc=f"sweep {config.relation}", smoothing=0.1,
-                dynamic_ncols=True)
-
-
+    mech = record_mechanism(result.config, worst, 0)
+    options = relation.options
+    checked = relation.check(mech, **options)
+    point = {"file": None, "premise": float(checked.premise),
+             "parameter": float(checked.parameter), "slack": float(checked.slack)}
+    if out_dir is not None:
+        io.save_mechanism(out_dir / "witnesses" / "worst.json", mech, relation=relation.id,
+                          index=int(worst.index[0]), **options)
+        point["file"] = "witnesses/worst.json"
+    for found in result.violations:
+        if found["slack"] < point["slack"]:
+            point = {key: found.get(key) for key in ("file", "premise", "parameter", "slack")}
+    return point

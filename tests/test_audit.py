@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxpriv import InputError, audit, certify, cli
+from jaxpriv import report, InputError, audit, certify, cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -107,11 +107,11 @@ def test_a_killed_run_is_resumed_from_its_checkpoint(tmp_path):
     budget = dataclasses.replace(SMALL, sweep_count=3 * 4096)
     task = next(t for t in audit.plan(budget, ["R1"]) if t.kind == "sweep")
     task = task._replace(config=dataclasses.replace(task.config, chunk=4096, block=1024))
-    sweep.run(task.config, audit.run_dir(tmp_path, task), progress=False, max_chunks=1)
+    sweep.run(task.config, audit.run_dir(tmp_path, task), progress=False, max_chunks=1, write=report.write_sweep)
     assert audit.run_task(task, tmp_path, progress=False) == "resumed"
     assert audit.run_task(task, tmp_path, progress=False) == "done"
     straight = tmp_path / "straight"
-    sweep.run(task.config, straight, progress=False)
+    sweep.run(task.config, straight, progress=False, write=report.write_sweep)
     resumed = audit.run_dir(tmp_path, task)
     assert (resumed / "envelope.csv").read_text() == (straight / "envelope.csv").read_text()
     for key in ("worst_slack", "violation_count", "count"):
@@ -150,7 +150,7 @@ def test_show_rechecks_witnesses(audited, capsys):
 @pytest.mark.parametrize("args, message", [
     (["audit", "--budget", "huge", "--out", "x"], "--budget must be one of"),
     (["audit", "--relations", "R1,R99", "--out", "x"], "unknown relation"),
-    (["audit", "--relations", ",", "--out", "x"], "--relations is empty"),
+    (["audit", "--relations", ",", "--out", "x"], "no relation ids given"),
     (["audit", "--workers", "0", "--relations", "R1", "--out", "x"], "--workers"),
     (["show", "examples/krr4.json"], "not a witness"),
     (["show", "/nonexistent.json"], "no such file"),

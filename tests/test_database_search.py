@@ -24,7 +24,7 @@ def test_retraction_meets_the_premise_and_is_the_identity_on_feasible_mechanisms
         for restart in range(6):
             p = jax.tree_util.tree_map(lambda a: a[restart] * 3.0, params)
             mech = search.build(p, jnp.float64(0.3), jnp.float64(0.0), relation, setup)
-            level = float(relations.NOTIONS[relation.premise][1](mech, {}))
+            level = float(relations.NOTIONS[relation.premise].evaluate(mech))
             assert level <= 0.3 * (1 + 1e-9) + 1e-12
             # a feasible mechanism is kept as it is
             again = search.Params(mech.log_K, mech.log_prior, p.belief, p.gates)

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxpriv import databases
+from jaxpriv import report, databases
 from jaxpriv.errors import InputError
 from jaxpriv.mechanisms import Mechanism, Records
 
@@ -179,7 +179,7 @@ def test_r7_and_r9_hold_on_random_database_mechanisms(relation_id, tmp_path):
     e^{2·BDP} − 1 (e^{2·DP} − 1): no verified violation."""
     from jaxpriv import sweep
     config = sweep.make_config(relation_id, 4, 3, 20000, seed=1, chunk=10000, k=2, r=2)
-    result = sweep.run(config, tmp_path / "run", progress=False)
+    result = sweep.run(config, tmp_path / "run", progress=False, write=report.write_sweep)
     assert result.violation_count == 0
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["worst_slack"] >= 1
@@ -194,7 +194,7 @@ def test_injected_false_database_bound_is_found_and_its_witness_rechecks(tmp_pat
         replace=True)
     try:
         config = sweep.make_config(relation.id, 4, 2, 4000, seed=0, chunk=2000, k=2, r=2)
-        result = sweep.run(config, tmp_path / "run", progress=False)
+        result = sweep.run(config, tmp_path / "run", progress=False, write=report.write_sweep)
         assert result.violation_count > 0
         summary = json.loads((tmp_path / "run" / "summary.json").read_text())
         witness = tmp_path / "run" / summary["violations"][0]

@@ -131,7 +131,7 @@ def test_r6_holds_below_the_crossover_for_the_extreme_witness(xi):
 
 
 def test_r6_needs_its_options():
-    with pytest.raises(InputError, match="need 'd_true'"):
+    with pytest.raises(InputError, match="needs 'd_true'"):
         relations.get("R6").check(r6_witness(0.5), mu=0.0, alpha=1.0)
     with pytest.raises(InputError, match="need output values"):
         relations.get("R6").check(families.randomized_response(0.5), mu=0.0, alpha=1.0, d_true=0)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jaxpriv import certify, cli, notions, relations, search, sweep
+from jaxpriv import certify, cli, notions, relations, report, search, sweep
 from jaxpriv.mechanisms import Mechanism
 
 QUICK = dict(restarts=16, steps=600, segment=100)
@@ -122,7 +122,7 @@ def test_search_matches_an_exhaustive_grid_where_no_closed_form_exists(law):
 
 def test_search_finds_r6_false_with_witnesses_that_recheck(tmp_path, capsys):
     config = search.make_config("R6", 3, 3, (0.3, 1.0), **QUICK)
-    result = search.run(config, tmp_path / "r6", progress=False)
+    result = search.run(config, tmp_path / "r6", progress=False, write=report.write_search)
     assert result.rows[0]["slack"] > 1 and result.rows[1]["slack"] < 0.7  # 5/e² = 0.677
     assert result.violations and all(v["grid_point"] == 1.0 or v["premise"] > 0.63
                                       for v in result.violations)
@@ -141,7 +141,7 @@ def test_injected_false_bound_is_found_by_the_search(too_tight_relation):
 @pytest.mark.parametrize("relation_id,param", [("R3", 0.4), ("R5", 0.3)])
 def test_reported_witnesses_keep_premise_and_condition(relation_id, param, tmp_path):
     config = search.make_config(relation_id, 3, 3, (0.2, 1.0), param=param, **QUICK)
-    result = search.run(config, tmp_path / "run", progress=False)
+    result = search.run(config, tmp_path / "run", progress=False, write=report.write_search)
     relation = relations.get(relation_id)
     from jaxpriv import io
     for row in result.rows:
@@ -158,17 +158,15 @@ def test_same_seed_same_envelope_and_resume_equals_uninterrupted(tmp_path):
     a = search.run(config, progress=False)
     b = search.run(config, progress=False)
     assert [r["conclusion"] for r in a.rows] == [r["conclusion"] for r in b.rows]
-    search.run(config, tmp_path / "run", progress=False, max_segments=2)
+    search.run(config, tmp_path / "run", progress=False, max_segments=2, write=report.write_search)
     assert not (tmp_path / "run" / "summary.json").exists()
-    resumed = search.run(config, tmp_path / "run", resume=True, progress=False)
+    resumed = search.run(config, tmp_path / "run", resume=True, progress=False, write=report.write_search)
     assert [r["conclusion"] for r in resumed.rows] == [r["conclusion"] for r in a.rows]
 
 
 def test_search_envelope_dominates_the_sweep_envelope(tmp_path):
     sweep_config = sweep.make_config("R1", 3, 3, 20000, seed=0, chunk=10000, x_bins=8, x_max=4.0)
-    sweep.run(sweep_config, tmp_path / "sweep", progress=False)
-    from jaxpriv import report
-    rows = report.read_envelope(tmp_path / "sweep")
+    rows = sweep.run(sweep_config, tmp_path / "sweep", progress=False).rows
     grid = tuple(sorted({r["x"] for r in rows}))
     found = run("R1", grid)
     by_x = {r["x"]: r["conclusion"] for r in found.rows}
@@ -193,7 +191,7 @@ def test_the_retraction_lands_in_the_feasible_set(relation_id, x, eps, seed, sca
         params = search.Params(*(jnp.asarray(scale * rng.standard_normal(shape))
                                  for shape in ((3, 4), (3,), (3,), (4,))))
         mech = search.build(params, jnp.float64(x), jnp.float64(eps), relation, setup)
-        premise = float(relations.NOTIONS[relation.premise][1](mech, {}))
+        premise = float(relations.NOTIONS[relation.premise].evaluate(mech))
         assert premise <= x * (1 + 1e-9) + 1e-12
         assert float(notions.eps_unif(mech)) <= (eps if setup.prior != "free" else np.inf) + 1e-9
         assert float(notions.eps_bel(mech)) <= eps + 1e-9
@@ -225,8 +223,8 @@ def test_gradients_are_finite_at_boundary_points(relation_id, case):
     params = search.Params(logits, jnp.zeros(n), jnp.full((n,), 3.0) * (case != "constant"),
                            jnp.zeros(m))
     for temperature in (0.2, 1e-4, None):
-        grads = jax.grad(search.objective)(params, x, eps, relation, setup, "record",
-                                           temperature)
+        grads = jax.grad(search.objective)(params, x, eps, relation, setup,
+                                           {**relation.options, "law": "record"}, temperature)
         for leaf in jax.tree_util.tree_leaves(grads):
             assert np.all(np.isfinite(np.asarray(leaf))), (case, temperature)
 

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from jaxpriv import cli, relations, statistical, statistical_audit as sa
+from jaxpriv import report, cli, relations, statistical, statistical_audit as sa
+from jaxpriv import statistical_relations as sr
 from jaxpriv.errors import InputError
 
 
@@ -18,14 +19,14 @@ def test_r14_stratified_tails_equal_the_whole_table_sums(t_max):
     import jax
 
     with jax.enable_x64(True):
-        log_fact = sa.log_factorials(t_max)
-        T, kappa, eps = sa.draw_r14_settings(jax.random.key(t_max), 4096, t_max, 10.0,
-                                             sa.R14_STRATA)
-        whole = sa.r14_log_terms(log_fact, T, kappa, eps)
-        strata = sa.r14_stratified_log_terms(log_fact, T, kappa, eps, t_max)
-    widths = sa.r14_stratum_widths(t_max)
-    by_stratum = np.asarray(T).reshape(-1, sa.R14_STRATA)
-    assert all(by_stratum[:, s].max() < widths[s] <= t_max + 1 for s in range(sa.R14_STRATA))
+        log_fact = sr.log_factorials(t_max)
+        T, kappa, eps = sr.draw_r14_settings(jax.random.key(t_max), 4096, t_max, 10.0,
+                                             sr.R14_STRATA)
+        whole = sr.r14_log_terms(log_fact, T, kappa, eps)
+        strata = sr.r14_stratified_log_terms(log_fact, T, kappa, eps, t_max)
+    widths = sr.r14_stratum_widths(t_max)
+    by_stratum = np.asarray(T).reshape(-1, sr.R14_STRATA)
+    assert all(by_stratum[:, s].max() < widths[s] <= t_max + 1 for s in range(sr.R14_STRATA))
     assert 1 <= np.asarray(T).min() and np.asarray(T).max() <= t_max
     for a, b in zip(whole, strata):
         a, b = np.asarray(a), np.asarray(b)
@@ -34,13 +35,13 @@ def test_r14_stratified_tails_equal_the_whole_table_sums(t_max):
         np.testing.assert_allclose(b[np.isfinite(a)], a[np.isfinite(a)], rtol=1e-13, atol=1e-14)
     if t_max == 10_000:  # the strata are equally likely under log-uniform T
         shares = np.bincount(np.minimum((np.log(np.asarray(T) + 0.5) / np.log(t_max + 1.0)
-                                         * sa.R14_STRATA).astype(int), 7), minlength=8)
+                                         * sr.R14_STRATA).astype(int), 7), minlength=8)
         assert shares.min() > 0.8 * 4096 / 8
 
 
 def test_r14_sweep_finds_the_large_epsilon_failure_and_monte_carlo_agrees(tmp_path):
     config = sa.make_config("R14", "sweep", count=3000, chunk=1000, t_max=3000, seed=4)
-    result = sa.run(config, tmp_path, progress=False)
+    result = sa.run(config, tmp_path, progress=False, write=report.write_statistical)
     assert result.violation_count > 0
     summary = json.loads((tmp_path / "summary.json").read_text())
     mc = summary["monte_carlo"]
@@ -62,7 +63,7 @@ def test_r14_sweep_finds_the_large_epsilon_failure_and_monte_carlo_agrees(tmp_pa
 
 def test_r14_rows_are_the_exact_check_of_their_witness(tmp_path):
     config = sa.make_config("R14", "sweep", count=1000, t_max=500, seed=1)
-    result = sa.run(config, tmp_path, progress=False)
+    result = sa.run(config, tmp_path, progress=False, write=report.write_statistical)
     for row in result.rows:
         data = json.loads((tmp_path / row["witness"]).read_text())
         checked = relations.get("R14").check(T=data["T"], kappa1=data["kappa1"], eps=data["eps"])
@@ -77,16 +78,16 @@ def test_r14_rows_are_the_exact_check_of_their_witness(tmp_path):
 def test_a_killed_sweep_resumes_to_the_same_result(relation, tmp_path):
     overrides = dict(count=2400, chunk=800, seed=3, t_max=400, n=3)
     whole = sa.run(sa.make_config(relation, "sweep", **overrides), tmp_path / "a",
-                   progress=False)
+                   progress=False, write=report.write_statistical)
     config = sa.make_config(relation, "sweep", **overrides)
-    partial = sa.run(config, tmp_path / "b", progress=False, max_chunks=1)
+    partial = sa.run(config, tmp_path / "b", progress=False, max_chunks=1, write=report.write_statistical)
     assert partial.rows == []
     with pytest.raises(InputError, match="already holds"):
-        sa.run(config, tmp_path / "b", progress=False)
+        sa.run(config, tmp_path / "b", progress=False, write=report.write_statistical)
     with pytest.raises(InputError, match="different settings"):
         sa.run(sa.make_config(relation, "sweep", **{**overrides, "seed": 9}), tmp_path / "b",
-               resume=True, progress=False)
-    resumed = sa.run(config, tmp_path / "b", resume=True, progress=False)
+               resume=True, progress=False, write=report.write_statistical)
+    resumed = sa.run(config, tmp_path / "b", resume=True, progress=False, write=report.write_statistical)
     strip = [{k: v for k, v in r.items()} for r in whole.rows]
     assert [{k: v for k, v in r.items()} for r in resumed.rows] == strip
     assert resumed.violation_count == whole.violation_count
@@ -105,7 +106,7 @@ def test_r15_search_reaches_the_sweep_and_stays_below_the_bound(tmp_path):
     swept = sa.run(sa.make_config("R15", "sweep", count=4000, n=3, seed=2, x_bins=4),
                    progress=False)
     searched = sa.run(sa.make_config("R15", "search", grid=(0.25, 0.5, 0.75, 0.95), n=3,
-                                     restarts=16, steps=400), tmp_path, progress=False)
+                                     restarts=16, steps=400), tmp_path, progress=False, write=report.write_statistical)
     assert searched.violation_count == 0
     assert all(row["slack"] >= 1 for row in searched.rows)
     for sweep_row, search_row in zip(swept.rows[:3], searched.rows[:3]):
@@ -123,7 +124,7 @@ def test_r15_gradient_is_finite_where_the_estimate_can_match():
     import jax.numpy as jnp
     with jax.enable_x64(True):
         logits = jnp.zeros((2, 3))  # κ₁ = κ₂: C₁ = 0 and the least Ĉ₁ = 0
-        grad = jax.grad(sa._r15_objective)(logits, 0.5)
+        grad = jax.grad(sr._r15_objective)(logits, 0.5)
         assert np.isfinite(np.asarray(grad)).all()
 
 

@@ -12,7 +12,7 @@ import jax
 import numpy as np
 import pytest
 
-from jaxpriv import cli, samplers, sweep
+from jaxpriv import report, cli, samplers, sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,10 +55,10 @@ def test_same_seed_same_envelope_and_different_seed_differs():
 
 def test_resumed_equals_uninterrupted(tmp_path):
     config = sweep.make_config("R5", 3, 4, 9000, seed=4, chunk=3000)
-    whole = sweep.run(config, tmp_path / "whole", progress=False)
-    sweep.run(config, tmp_path / "parts", progress=False, max_chunks=1)
+    whole = sweep.run(config, tmp_path / "whole", progress=False, write=report.write_sweep)
+    sweep.run(config, tmp_path / "parts", progress=False, max_chunks=1, write=report.write_sweep)
     assert not (tmp_path / "parts" / "summary.json").exists()
-    parts = sweep.run(config, tmp_path / "parts", resume=True, progress=False)
+    parts = sweep.run(config, tmp_path / "parts", resume=True, progress=False, write=report.write_sweep)
     assert_same(envelope_arrays(whole), envelope_arrays(parts))
     a = (tmp_path / "whole" / "envelope.csv").read_text()
     assert a == (tmp_path / "parts" / "envelope.csv").read_text()
@@ -68,13 +68,13 @@ def test_a_kill_between_the_state_and_its_readable_copy_counts_no_chunk_twice(tm
     # the readable checkpoint.json is written after the state; a kill in between leaves it one
     # chunk behind, and the resume must follow the state file, not the copy
     config = sweep.make_config("R1", 3, 3, 9000, seed=2, chunk=3000)
-    sweep.run(config, tmp_path / "run", progress=False, max_chunks=1)
+    sweep.run(config, tmp_path / "run", progress=False, max_chunks=1, write=report.write_sweep)
     meta = tmp_path / "run" / sweep.CHECKPOINT_META
-    sweep.run(config, tmp_path / "run", resume=True, progress=False, max_chunks=1)
+    sweep.run(config, tmp_path / "run", resume=True, progress=False, max_chunks=1, write=report.write_sweep)
     stale = json.loads(meta.read_text())
     stale["next_chunk"] = 1
     meta.write_text(json.dumps(stale))
-    resumed = sweep.run(config, tmp_path / "run", resume=True, progress=False)
+    resumed = sweep.run(config, tmp_path / "run", resume=True, progress=False, write=report.write_sweep)
     assert_same(envelope_arrays(resumed), envelope_arrays(sweep.run(config, progress=False)))
 
 
@@ -95,7 +95,7 @@ def test_kill_9_loses_at_most_the_chunk_in_flight(tmp_path):
     done = json.loads(meta.read_text())["next_chunk"]
     assert 2 <= done < 245, done  # it was killed mid-run, after some chunks were saved
     config = sweep.make_config("R1", 4, 4, 2000000, seed=7, chunk=8192)
-    resumed = sweep.run(config, out, resume=True, progress=False)
+    resumed = sweep.run(config, out, resume=True, progress=False, write=report.write_sweep)
     fresh = sweep.run(config, progress=False)
     assert_same(envelope_arrays(resumed), envelope_arrays(fresh))
 
@@ -124,7 +124,7 @@ def test_four_forced_devices_give_the_same_envelope(tmp_path):
 def test_injected_false_bound_is_found_with_a_witness_that_rechecks(tmp_path, capsys,
                                                                    too_tight_relation):
     config = sweep.make_config(too_tight_relation.id, 3, 3, 4000, seed=0, chunk=2000)
-    result = sweep.run(config, tmp_path / "run", progress=False)
+    result = sweep.run(config, tmp_path / "run", progress=False, write=report.write_sweep)
     assert result.violation_count > 0
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["violations"] and summary["worst_slack"] < 1
@@ -145,7 +145,7 @@ def test_true_bounds_are_never_reported_violated(relation_id):
 
 def test_r6_violations_are_found_by_the_sweep(tmp_path):
     config = sweep.make_config("R6", 3, 2, 40_000, seed=0, chunk=10_000)
-    result = sweep.run(config, tmp_path, progress=False)
+    result = sweep.run(config, tmp_path, progress=False, write=report.write_sweep)
     assert result.violation_count > 0
     for v in result.violations:
         assert v["slack"] < 1 and v["premise"] <= 1.0
@@ -207,7 +207,7 @@ def test_envelope_rows_are_the_float64_levels_of_their_witness_files(tmp_path):
 
     from jaxpriv import io, relations
     config = sweep.make_config("R3", 3, 3, 6000, seed=2, chunk=3000)
-    sweep.run(config, tmp_path, progress=False)
+    sweep.run(config, tmp_path, progress=False, write=report.write_sweep)
     with open(tmp_path / "envelope.csv") as f:
         rows = list(csv.DictReader(f))
     assert rows
