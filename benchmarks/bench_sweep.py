@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
-from jaxpriv import fused, samplers, sweep
+from jaxpriv import registry, fused, samplers, sweep
 
 
 def steady_rate(config, use_fused):
@@ -75,13 +75,11 @@ def main():
     rows = []
     for rid in args.relations:
         config = sweep.make_config(rid, args.n, args.n, args.count, chunk=args.chunk)
-        relation_fused = sweep.uses_fused_kernel(sweep.relations.get(rid),
-                                                 sweep.setup_for(rid).options)
+        relation_fused = sweep.uses_fused_kernel(registry.get(rid))
         row = {"relation": rid, "fused": relation_fused,
                "sweep_per_s": steady_rate(config, None),
                "reference_notions_per_s": steady_rate(config, False),
-               "sampler_per_s": sampler_rate(config, sweep.setup_for(rid).sampler(args.n,
-                                                                                  args.n))}
+               "sampler_per_s": sampler_rate(config, sweep.sampler_spec(config))}
         rows.append(row)
         print(f"{rid}: sweep {row['sweep_per_s']:,.0f} mech/s (fused screen: {relation_fused}); "
               f"with the reference notions {row['reference_notions_per_s']:,.0f}/s; "

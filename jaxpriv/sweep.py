@@ -168,7 +168,7 @@ class Best(NamedTuple):
 
 
 class SweepState(NamedTuple):
-    envelope: Best  # score = conclusion, maximized per cell
+    envelope: Best  # score = conclusion (or conclusion/parameter), maximized per cell
     worst: Best  # score = −slack, maximized (one cell)
     cell_count: jax.Array  # (C,) int32
     evaluated: jax.Array  # () int32: mechanisms whose condition held
@@ -230,6 +230,18 @@ def screened_levels(relation, levels: fused.RecordLevels) -> dict[str, jax.Array
     return {key: getattr(levels, registry.notion(key).screen) for key in relation.notions}
 
 
+def envelope_score(relation, conclusion, parameter):
+    """What a premise cell keeps the largest of: the conclusion level, or, for a relation whose
+    bound scales with the measured parameter (``bound = f(x, 1)·parameter``), the ratio
+    ``conclusion / parameter`` (``+∞`` for a positive conclusion at parameter 0, 0 for 0/0):
+    the mechanism with the largest conclusion is not the one with the least slack there."""
+    if not relation.scales_with_parameter:
+        return conclusion
+    positive = parameter > 0
+    ratio = conclusion / jnp.where(positive, parameter, 1.0)
+    return jnp.where(positive, ratio, jnp.where(conclusion > 0, jnp.inf, 0.0))
+
+
 def make_step(config: SweepConfig, relation=None,
               use_fused: bool | None = None):
     """The jitted chunk step ``(state, chunk_index) -> (state, candidates)``.
@@ -283,8 +295,8 @@ def make_step(config: SweepConfig, relation=None,
         else:
             p_bin = jnp.zeros_like(x_bin)
         cell = (x_bin * config.param_bins + p_bin).astype(jnp.int32)
-        envelope = _merge_best(state.envelope, cell, jnp.where(in_range, y, -jnp.inf), index,
-                               mech, values)
+        envelope = _merge_best(state.envelope, cell, jnp.where(in_range, envelope_score(
+            relation, y, param), -jnp.inf), index, mech, values)
         slack = jnp.where(valid, result_slack, jnp.inf)
         worst = _merge_best(state.worst, jnp.zeros_like(cell), -slack, index, mech, values)
         counts = state.cell_count.at[cell].add(in_range.astype(jnp.int32))

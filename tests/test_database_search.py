@@ -86,6 +86,6 @@ def test_r9_envelope_is_attained_on_two_records():
 def test_database_search_needs_a_layout_and_a_probability_grid():
     with pytest.raises(InputError, match="--k"):
         search.make_config("R9", 4, 3, (0.5,))
-    with pytest.raises(InputError, match="below 0.5"):
+    with pytest.raises(InputError, match="bound is infinite at sp = 0.6"):
         search.make_config("R10", 4, 3, (0.2, 0.6), k=2, r=2)
     assert certify.envelope("R9", 1.0, n=4) is None  # no layout, no certificate

@@ -50,12 +50,22 @@ def scratch():
 # -- records -----------------------------------------------------------------------------------
 
 
-def test_every_level_eval_prints_is_a_registered_notion(tmp_path, capsys):
+@pytest.fixture
+def loaded_tv():
+    """The TV plugin loaded into this process, and unloaded afterwards."""
+    yield TV
+    registry.unregister("TV1")
+    registry.unregister("tv_rows")
+    if str(TV.resolve()) in registry.LOADED_PLUGINS:
+        registry.LOADED_PLUGINS.remove(str(TV.resolve()))
+
+
+def test_every_level_eval_prints_is_a_registered_notion(tmp_path, capsys, loaded_tv):
     """Everything ``eval`` prints as a level is a registered notion (MI included), and a
     plugin's notion is printed too."""
     path = tmp_path / "k.json"
     path.write_text(json.dumps({"K": [[0.7, 0.3], [0.2, 0.8]]}))
-    assert cli.main(["eval", str(path), "--json", "--plugin", str(TV)]) == 0
+    assert cli.main(["eval", str(path), "--json", "--plugin", str(loaded_tv)]) == 0
     printed = json.loads(capsys.readouterr().out)
     shown = {k for k, n in registry.NOTIONS.items() if n.show and not n.needs_records
              and all(v is not registry.REQUIRED for v in n.params.values())}
