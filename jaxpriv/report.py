@@ -83,42 +83,6 @@ def write_sweep(out_dir: Path, result, relation) -> dict:
     return summary
 
 
-def plot_envelope(path: Path, rows: list[dict], config, relation) -> None:
-    """Claimed bound vs the sweep envelope (one colour per parameter bin), slack underneath."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6.5), sharex=True,
-                                      gridspec_kw={"height_ratios": [2, 1]})
-    params = sorted({r["param"] for r in rows}, key=lambda p: -1 if p == "" else p)
-    colours = plt.cm.viridis(np.linspace(0, 0.9, max(len(params), 1)))
-    grid = np.linspace(0, config.x_max, 200)
-    for colour, param in zip(colours, params):
-        sel = sorted((r for r in rows if r["param"] == param), key=lambda r: r["x"])
-        label = "" if param == "" else f" ({relation.parameter} ≤ {param:.3g})"
-        xs = [r["x"] for r in sel]
-        top.step(xs, [r["conclusion"] for r in sel], where="pre", color=colour,
-                 label=f"sweep envelope{label}")
-        with jax.enable_x64(True):
-            p = 0.0 if param == "" else param
-            curve = np.asarray(relation.bound(jnp.asarray(grid), jnp.float64(p)))
-        if param == "":
-            top.plot(grid, curve, "--", color="k", label=f"claimed bound ({relation.id})")
-        else:
-            top.plot(grid, curve, "--", color=colour, alpha=0.7)
-        bottom.plot(xs, [r["slack"] for r in sel], "o-", ms=3, color=colour)
-    top.set_ylabel(f"{relation.conclusion} (conclusion level)")
-    top.set_title(f"{relation.id}: {relation.statement}\n{config.count:,} random "
-                  f"{config.n}×{config.m} mechanisms (sweep = lower bound on the envelope)",
-                  fontsize=9)
-    finite = [r["conclusion"] for r in rows if np.isfinite(r["conclusion"])]
-    if finite:
-        top.set_ylim(0, 1.15 * max(max(finite), 1e-12))
-    _finish(fig, top, bottom, f"{relation.premise} (premise level, nats; bin upper edge)", path)
-
-
 # --------------------------------------------------------------------------------------------
 # searches
 # --------------------------------------------------------------------------------------------
@@ -190,121 +154,6 @@ def read_envelope(run_dir: Path) -> list[dict]:
                  for k, v in row.items()} for row in csv.DictReader(f)]
 
 
-def _normalized(relation, rows, key="conclusion"):
-    """What the plot's top panel shows: the conclusion, or conclusion/parameter where the bound
-    scales with the measured parameter (e.g. γ/β)."""
-    if relation.scales_with_parameter:
-        return [r[key] / r["parameter"] if r["parameter"] else np.nan for r in rows]
-    return [r[key] for r in rows]
-
-
-def sweep_envelope(relation, rows: list[dict], param: float) -> list[dict]:
-    """The sweep rows comparable with a claim at condition parameter ``param``: cells whose
-    parameter bin lies at or below it (all cells for R6, whose bound scales with the measured
-    β), the best one per premise bin, sorted by ``x``, each with its plotted ``value``."""
-    ratio = relation.scales_with_parameter
-    best: dict[float, dict] = {}
-    for r in rows:
-        if not (ratio or not np.isfinite(r.get("param", np.nan)) or r["param"] <= param + 1e-12):
-            continue
-        value = _normalized(relation, [r])[0]
-        if np.isfinite(value) and (r["x"] not in best or value > best[r["x"]]["value"]):
-            best[r["x"]] = {**r, "value": value}
-    return [best[x] for x in sorted(best)]
-
-
-def claimed_and_certified(relation, grid: np.ndarray, param: float, n: int,
-                          r: int | None = None):
-    """The claimed bound on ``grid`` and the certified supremum in the same units (``γ/β`` for
-    R6), as the figures draw them.
-
-    Returns:
-      ``(claim, certified, min_slack)``, each of ``grid``'s shape; ``certified`` and
-      ``min_slack`` are ``None`` without a closed form, and ``certified`` is ``inf`` where the
-      conclusion is unbounded at that premise (certified least slack 0).
-    """
-    from jaxpriv import certify
-
-    ratio = relation.scales_with_parameter
-    with jax.enable_x64(True):
-        claim = np.asarray(relation.bound(jnp.asarray(grid), jnp.float64(1.0 if ratio
-                                                                          else param)))
-    cert = certify.envelope(relation, grid, param, n=n, r=r)
-    if cert is None:
-        return claim, None, None
-    min_slack = np.asarray(cert.min_slack, np.float64)
-    # the certified supremum itself, except where it is not a conclusion level (R6's envelope is
-    # the ratio γ/β: claim / least slack there)
-    conclusion = np.asarray(cert.conclusion, np.float64)
-    as_ratio = np.isnan(conclusion)
-    certified = np.divide(claim, min_slack, out=np.where(as_ratio, np.inf, conclusion),
-                          where=as_ratio & (min_slack > 0))
-    return claim, certified, min_slack
-
-
-def plot_search(path: Path, rows: list[dict], config, relation,
-                sweep_rows: list[dict] | None = None) -> None:
-    """Claimed bound, search envelope, certified curve and (optionally) the sweep envelope;
-    slack underneath on a log scale."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    ratio = relation.scales_with_parameter
-    xs = np.array([r["x"] for r in rows])
-    grid = np.linspace(0, max(xs.max(), 1e-3), 300)[1:]
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6.5), sharex=True,
-                                      gridspec_kw={"height_ratios": [2, 1]})
-    claim, certified, min_slack = claimed_and_certified(relation, grid, config.param, config.n,
-                                                        getattr(config, "r", None))
-    param = f", {relation.parameter} ≤ {config.param:g}" if config.param else ""
-    top.plot(grid, claim, "--", color="k", label=f"claimed bound ({relation.id}{param})")
-    if certified is not None:
-        top.plot(grid, certified, "-", color="tab:green", lw=1.2,
-                 label=f"certified supremum (n = {config.n})")
-        bottom.plot(grid, min_slack, "-", color="tab:green", lw=1.2, label="certified")
-    top.plot(xs, _normalized(relation, rows), "o", ms=4, color="tab:blue",
-             label=f"search envelope ({config.restarts} restarts/point)")
-    bottom.plot(xs, [r["slack"] for r in rows], "o", ms=4, color="tab:blue", label="search")
-    if sweep_rows:
-        picked = sweep_envelope(relation, sweep_rows, config.param)
-        top.step([r["x"] for r in picked], [r["value"] for r in picked], where="pre",
-                 color="tab:orange", label="sweep envelope")
-        bottom.plot([r["x"] for r in picked], [r["slack"] for r in picked], "s", ms=3,
-                    color="tab:orange", label="sweep")
-    top.set_ylabel(relation.ratio_label if ratio else
-                   f"{relation.conclusion} (conclusion level{_unit(relation.conclusion)})")
-    law = ", law " + config.law if "law" in relation.notion_params else ""
-    top.set_title(f"{relation.id}: {relation.statement}\nadversarial search, {config.n}×{config.m}"
-                  f" mechanisms{law}", fontsize=9)
-    _finish(fig, top, bottom, f"{relation.premise} (premise level x{_unit(relation.premise)})",
-            path)
-
-
-def _unit(key: str) -> str:
-    """``", nats"``-style suffix naming a notion's unit (empty for dimensionless ones)."""
-    unit = registry.notion(key).unit
-    return f", {unit}" if unit in ("nats", "√nats", "bits") else ""
-
-
-def _finish(fig, top, bottom, xlabel: str, path: Path) -> None:
-    """Legends, grids, the slack axis (log scale, violation line at 1) and the file."""
-    import matplotlib.pyplot as plt
-
-    top.legend(fontsize=7)
-    top.grid(alpha=0.3)
-    bottom.axhline(1.0, color="r", lw=1, label="slack = 1 (violation below)")
-    bottom.set_yscale("log")
-    bottom.set_ylabel("slack = bound / envelope")
-    bottom.set_xlabel(xlabel)
-    bottom.legend(fontsize=7)
-    bottom.grid(alpha=0.3, which="both")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
 # --------------------------------------------------------------------------------------------
 # statistical relations (subject: a setting of an estimator)
 # --------------------------------------------------------------------------------------------
@@ -349,38 +198,511 @@ def write_statistical(out_dir: Path, result, relation) -> dict:
     return summary
 
 
-def plot_statistical(path: Path, rows: list[dict], config, relation) -> None:
-    """Per premise level: the worst setting's log10 slack (where the slack underflows) or its
-    exact value against the claimed bound; slack underneath."""
+# --------------------------------------------------------------------------------------------
+# figures
+# --------------------------------------------------------------------------------------------
+#
+# Every figure of a relation is two panels sharing the premise axis: on top the levels (the
+# claimed bound dashed black, the certified supremum green where a closed form is known, the
+# sweep envelope as an orange step line, the search envelope as blue dots); underneath the
+# slack on a log axis (the same colours, the certified least slack as a green curve, the red
+# line slack = 1, violations below it). A relation whose bound scales with the measured
+# parameter (``scales_with_parameter``: conclusion ≤ f(x)·parameter) is drawn as the ratio
+# conclusion/parameter against f(x) = bound(x, 1). Axis units come from the notions' records.
+
+CLAIM = {"color": "k", "ls": "--", "lw": 1.3}
+CERTIFIED = "tab:green"
+SWEEP = "tab:orange"
+SEARCH = "tab:blue"
+VIOLATION = "tab:red"
+PANELS = {"height_ratios": [2, 1]}
+
+
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    return plt
 
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6.5), sharex=True,
-                                      gridspec_kw={"height_ratios": [2, 1]})
-    xs = [r["premise"] for r in rows]
+
+def _unit(key: str) -> str:
+    """``" (nats)"``-style suffix naming a notion's unit (``" (probability)"``, ``" (√nats)"``);
+    empty for a dimensionless notion and for a premise or conclusion that is not a notion key
+    (a statistical relation's, given in words)."""
+    notion = registry.NOTIONS.get(key)
+    return f" ({notion.unit})" if notion is not None and notion.unit else ""
+
+
+def premise_label(relation) -> str:
+    """The premise axis label: ``premise: mbp level x (nats)``."""
+    if relation.kind == "statistical":
+        return f"premise: {relation.premise}"
+    return f"premise: {relation.premise} level x{_unit(relation.premise)}"
+
+
+def value_label(relation) -> str:
+    """The levels axis label: the conclusion and its unit, or the ratio a relation whose bound
+    scales with its parameter is drawn as (``relation.ratio_label``)."""
+    if relation.scales_with_parameter:
+        return relation.ratio_label or f"{relation.conclusion} / {relation.parameter}"
+    if relation.kind == "statistical":
+        return relation.conclusion
+    return f"conclusion: {relation.conclusion} level{_unit(relation.conclusion)}"
+
+
+SLACK_LABEL = "slack = bound / value"
+
+
+def _normalized(relation, rows, key="conclusion"):
+    """What the levels panel shows per row: the conclusion, or conclusion/parameter where the
+    bound scales with the measured parameter (e.g. γ/β)."""
+    if relation.scales_with_parameter:
+        return [r[key] / r["parameter"] if r["parameter"] else np.nan for r in rows]
+    return [r[key] for r in rows]
+
+
+def _param_of(row: dict) -> float:
+    """A row's parameter bin edge, NaN for none (``""`` in a result's rows, NaN once read)."""
+    p = row.get("param", np.nan)
+    return np.nan if p == "" or p is None else float(p)
+
+
+def _claim(relation, x, param: float) -> np.ndarray:
+    """The claimed bound at ``x`` in plotted units: ``bound(x, param)``, or ``bound(x, 1)``
+    where the bound scales with the measured parameter."""
+    with jax.enable_x64(True):
+        p = 1.0 if relation.scales_with_parameter else param
+        return np.asarray(relation.bound(jnp.asarray(np.asarray(x, np.float64)),
+                                         jnp.float64(p)), np.float64)
+
+
+def _slack(bound: float, value: float) -> float:
+    """``bound / value`` in float64 as :func:`jaxpriv.registry.slack` defines it (``x/0`` and
+    an infinite bound: ``+inf``; a finite bound over an unbounded value: 0)."""
+    if value <= 0 or math.isinf(bound):
+        return math.inf
+    return bound / value
+
+
+def sweep_envelope(relation, rows: list[dict], param: float) -> list[dict]:
+    """The sweep envelope as the figures draw it: per premise bin, the running supremum
+    ``E(x) = sup{value : premise ≤ x, condition holds}`` (SPEC §4) over the sweep cells
+    comparable with a claim at condition parameter ``param`` (cells whose parameter bin lies
+    at or below it; every cell where the bound scales with the measured parameter, whose value
+    is then the ratio conclusion/parameter).
+
+    Returns:
+      One row per premise bin holding a comparable cell, sorted by ``x`` (the bin's upper
+      edge). Each is the row of the cell that attains the running supremum (its ``premise``,
+      ``parameter``, ``conclusion``, ``witness``, ``count``), with ``x`` the bin, ``cell_x``
+      the attaining cell's bin, ``value`` the running supremum (non-decreasing in ``x``),
+      ``bound`` the claim at ``x`` in plotted units and ``slack`` = ``bound / value`` (the
+      least slack the sweep shows at ``x``; ``+inf`` where ``value`` is 0, 0 where it is
+      unbounded).
+    """
+    ratio = relation.scales_with_parameter
+    per_bin: dict[float, dict] = {}
+    for r in rows:
+        p = _param_of(r)
+        if not (ratio or not np.isfinite(p) or p <= param + 1e-12):
+            continue
+        value = _normalized(relation, [r])[0]
+        if not np.isnan(value) and (r["x"] not in per_bin or value > per_bin[r["x"]]["value"]):
+            per_bin[r["x"]] = {**r, "value": float(value)}
+    xs = sorted(per_bin)
+    if not xs:
+        return []
+    claim = _claim(relation, xs, param)
+    envelope, best = [], None
+    for x, bound in zip(xs, claim):
+        if best is None or per_bin[x]["value"] > best["value"]:
+            best = per_bin[x]
+        envelope.append({**best, "x": x, "cell_x": best["x"], "bound": float(bound),
+                         "slack": _slack(float(bound), best["value"])})
+    return envelope
+
+
+def claimed_and_certified(relation, grid: np.ndarray, param: float, n: int,
+                          r: int | None = None):
+    """The claimed bound on ``grid`` and the certified supremum in the same units (the ratio
+    conclusion/parameter where the bound scales with the measured parameter), as the figures
+    draw them.
+
+    Returns:
+      ``(claim, certified, min_slack)``, each of ``grid``'s shape; ``certified`` and
+      ``min_slack`` are ``None`` without a closed form, and ``certified`` is ``inf`` where the
+      conclusion is unbounded at that premise (certified least slack 0).
+    """
+    from jaxpriv import certify
+
+    claim = _claim(relation, grid, param)
+    cert = certify.envelope(relation, grid, param, n=n, r=r)
+    if cert is None:
+        return claim, None, None
+    min_slack = np.asarray(cert.min_slack, np.float64)
+    # the certified supremum itself, except where it is not a conclusion level (a ratio
+    # envelope: claim / least slack there)
+    conclusion = np.asarray(cert.conclusion, np.float64)
+    as_ratio = np.isnan(conclusion)
+    certified = np.divide(claim, min_slack, out=np.where(as_ratio, np.inf, conclusion),
+                          where=as_ratio & (min_slack > 0))
+    return claim, certified, min_slack
+
+
+# -- axes ------------------------------------------------------------------------------------
+
+def _panels(container):
+    """Two stacked axes sharing the premise axis (levels 2 : slack 1) on a figure or subfigure."""
+    top, bottom = container.subplots(2, 1, sharex=True, gridspec_kw=PANELS)
+    top.tick_params(labelbottom=False)
+    return top, bottom
+
+
+def _sizes(compact: bool) -> dict:
+    return ({"tick": 6, "label": 7, "text": 6, "ms": 3.0, "lw": 1.1} if compact else
+            {"tick": 8, "label": 9, "text": 8, "ms": 4.0, "lw": 1.3})
+
+
+def _value_axis(ax, bound_values, found_values) -> float | None:
+    """Linear from 0, unless the claimed bound and what was found differ by decades (then log,
+    so both stay readable). Returns the top of the axis (``None`` with nothing to show)."""
+    bound = [v for v in bound_values if np.isfinite(v) and v > 0]
+    found = [v for v in found_values if np.isfinite(v) and v > 0]
+    if not bound and not found:
+        return None
+    top = max(bound + found)
+    if bound and found and max(max(bound) / max(found), max(found) / max(bound)) > 20:
+        ax.set_yscale("log")
+        ax.set_ylim(max(min(bound + found), top * 1e-12) / 2, 2 * top)
+        return 2 * top
+    ax.set_ylim(0, 1.12 * top)
+    return 1.12 * top
+
+
+def _at_most(values, ceiling: float | None) -> np.ndarray:
+    """``values`` with ``+inf`` (an unbounded level) drawn on the axis top, so a step line
+    runs along the panel's edge there (with :func:`_unbounded`'s marks) instead of breaking."""
+    values = np.asarray(values, np.float64)
+    return values if ceiling is None else np.where(np.isposinf(values), ceiling, values)
+
+
+def _unbounded(ax, x, values, colour: str, sizes: dict, where: str) -> None:
+    """Mark the ``x`` where ``values`` are ``+inf`` (``where="top"``: an unbounded level) or 0
+    (``"bottom"``: slack 0) on the panel's top or bottom edge, pointing off the panel."""
+    x = np.asarray(x, np.float64)
+    hit = np.isposinf(values) if where == "top" else np.asarray(values) == 0
+    if hit.any():
+        ax.plot(x[hit], np.full(hit.sum(), 1.0 if where == "top" else 0.0),
+                "^" if where == "top" else "v", color=colour, ms=sizes["ms"] * 1.1, ls="",
+                transform=ax.get_xaxis_transform(), clip_on=False, zorder=5)
+
+
+def _nice_ticks(low: float, high: float) -> list[float]:
+    """A few round log-axis ticks between ``low`` and ``high`` (an axis of under two decades)."""
+    for mantissas in ((1, 2, 5), (1, 1.5, 2, 3, 5, 7), (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9)):
+        ticks = [m * 10.0 ** e for e in range(math.floor(math.log10(low)) - 1,
+                                                math.ceil(math.log10(high)) + 1)
+                 for m in mantissas if low <= m * 10.0 ** e <= high]
+        if len(ticks) >= 3:
+            return ticks
+    return ticks
+
+
+def _log_axis(ax) -> None:
+    """Log scale; plain-number tick labels at a few round values when the axis spans less
+    than two decades."""
+    import matplotlib.ticker as ticker
+
+    ax.set_yscale("log")
+    low, high = ax.get_ylim()
+    if high / max(low, 1e-300) < 100:
+        ax.yaxis.set_major_locator(ticker.FixedLocator(_nice_ticks(low, high)))
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+
+
+class _Slack:
+    """The slack panel: a log axis covering every finite positive slack, 1 and the band below
+    it where the claim is violated; a slack of 0 (an unbounded conclusion under a finite claim)
+    is marked on the panel's bottom edge, an infinite one (a vacuous claim) not at all."""
+
+    def __init__(self, ax, series, sizes: dict):
+        values = [float(v) for s in series for v in np.ravel(np.asarray(s, np.float64))]
+        positive = [v for v in values if np.isfinite(v) and v > 0]
+        low, high = min(positive + [1.0]), max(positive + [1.0])
+        self.ax, self.sizes = ax, sizes
+        self.zero = any(v == 0 for v in values)
+        high = max(high * 1.5, 2.0)
+        # the band below 1 takes at least an eighth of the panel
+        self.limits = (min(low / 1.5, 0.5, high ** (-1 / 7)), high)
+
+    def points(self, x, slack, marker: str, colour: str, **style) -> None:
+        slack = np.asarray(slack, np.float64)
+        self.ax.plot(x, np.where(slack > 0, slack, np.nan), marker, ls="", color=colour,
+                     ms=self.sizes["ms"] * 0.85, **style)
+        _unbounded(self.ax, x, slack, colour, self.sizes, "bottom")
+
+    def curve(self, x, slack, colour: str, **style) -> None:
+        slack = np.asarray(slack, np.float64)
+        self.ax.plot(x, np.where(slack > 0, slack, np.nan), "-", color=colour,
+                     lw=self.sizes["lw"], **style)
+        if (slack == 0).any():
+            self.ax.plot(x, np.where(slack == 0, 0.0, np.nan), "-", color=colour,
+                         lw=3 * self.sizes["lw"], transform=self.ax.get_xaxis_transform(),
+                         clip_on=False, zorder=4)
+
+    def finish(self, compact: bool) -> None:
+        ax, sizes = self.ax, self.sizes
+        ax.set_yscale("log")
+        ax.set_ylim(*self.limits)
+        ax.axhspan(self.limits[0], 1.0, color=VIOLATION, alpha=0.07, lw=0)
+        ax.axhline(1.0, color=VIOLATION, lw=1.0)
+        ax.annotate("violated below" + ("; on the edge: slack 0" if self.zero else ""),
+                    xy=(0.0, 1.0), xycoords=("axes fraction", "data"), xytext=(3, -2),
+                    textcoords="offset points", ha="left", va="top", fontsize=sizes["text"],
+                    color=VIOLATION)
+        _log_axis(ax)
+        ax.set_ylabel("slack (log)" if compact else SLACK_LABEL,
+                      fontsize=sizes["label"])
+        ax.grid(alpha=0.3, which="major")
+
+
+def _style(top, bottom, relation, sizes: dict, xlabel: str) -> None:
+    for ax in (top, bottom):
+        ax.tick_params(labelsize=sizes["tick"])
+    top.grid(alpha=0.3)
+    top.set_ylabel(value_label(relation), fontsize=sizes["label"])
+    bottom.set_xlabel(xlabel, fontsize=sizes["label"])
+
+
+def _legend(top, bottom, sizes: dict) -> None:
+    """One legend for both panels, outside the data (above the levels panel)."""
+    handles, labels = top.get_legend_handles_labels()
+    more = bottom.get_legend_handles_labels()
+    seen = dict(zip(labels + more[1], handles + more[0]))
+    top.legend(seen.values(), seen.keys(), fontsize=sizes["text"], ncol=2, frameon=False,
+               loc="lower left", bbox_to_anchor=(0.0, 1.01, 1.0, 0.0), mode="expand",
+               borderaxespad=0.0)
+
+
+# -- what a relation's panels show -----------------------------------------------------------
+
+def draw_mechanism(top, bottom, relation, *, param: float, n: int, r: int | None = None,
+                   sweep_rows: list[dict] | None = None, search_rows: list[dict] | None = None,
+                   compact: bool = False, search_note: str = "") -> None:
+    """A mechanism relation's two panels: the claimed bound, the certified supremum where a
+    closed form is known, the sweep envelope (running supremum, :func:`sweep_envelope`) and
+    the search envelope on ``top``; their slacks on ``bottom`` (log).
+
+    Args:
+      top, bottom: the levels and slack axes (sharing x).
+      relation: a mechanism :class:`jaxpriv.registry.Relation`.
+      param: the condition parameter the claim is drawn at (ignored where the bound scales
+        with the measured parameter).
+      n, r: the mechanism shape the certified curve is for.
+      sweep_rows, search_rows: ``envelope.csv`` rows of a sweep and of a search (either may
+        be empty).
+      compact: smaller type, for the figure grid.
+      search_note: appended to the search's legend entry (e.g. the restarts).
+    """
+    sizes = _sizes(compact)
+    sweep = sweep_envelope(relation, sweep_rows or [], param)
+    search = sorted(search_rows or [], key=lambda row: row["x"])
+    search_x = np.array([row["x"] for row in search], np.float64)
+    search_v = np.array(_normalized(relation, search), np.float64)
+    sweep_x = np.array([row["x"] for row in sweep], np.float64)
+    sweep_v = np.array([row["value"] for row in sweep], np.float64)
+    right = max([*search_x, *sweep_x, 1e-3])
+    grid = np.linspace(0, right, 400)[1:]
+    claim, sup, min_slack = claimed_and_certified(relation, grid, param, n, r)
+
+    condition = (f" ({relation.parameter} ≤ {param:g})" if relation.parameter and param
+                 and not relation.scales_with_parameter else "")
+    top.plot(grid, claim, **{**CLAIM, "lw": sizes["lw"]}, label=f"claimed bound{condition}")
+    certified = []
+    if sup is not None:
+        finite = np.isfinite(sup)
+        certified = list(sup[finite])
+        if finite.any():
+            top.plot(grid[finite], sup[finite], "-", color=CERTIFIED, lw=sizes["lw"],
+                     label=f"certified supremum (n = {n})")
+    ceiling = _value_axis(top, claim, [*sweep_v, *certified, *search_v])
+    if len(sweep):
+        top.step(sweep_x, _at_most(sweep_v, ceiling), where="post", color=SWEEP,
+                 lw=sizes["lw"], label="sweep envelope (sup over premise ≤ x)")
+        _unbounded(top, sweep_x, sweep_v, SWEEP, sizes, "top")
+    if len(search):
+        top.plot(search_x, search_v, "o", ms=sizes["ms"], color=SEARCH,
+                 label="search envelope" + search_note)
+        _unbounded(top, search_x, search_v, SEARCH, sizes, "top")
+    if np.isposinf(sweep_v).any() or np.isposinf(search_v).any():
+        top.annotate("▲ on the edge: unbounded", xy=(0.0, 1.0), xycoords="axes fraction",
+                     xytext=(3, -3), textcoords="offset points", ha="left", va="top",
+                     fontsize=sizes["text"], color="0.3")
+    top.set_xlim(0, right)
+
+    search_slack = [row["slack"] for row in search]
+    slack = _Slack(bottom, [min_slack if min_slack is not None else [],
+                            [row["slack"] for row in sweep], search_slack], sizes)
+    if min_slack is not None:
+        slack.curve(grid, min_slack, CERTIFIED, label="certified least slack")
+    if len(sweep):
+        slack.points(sweep_x, [row["slack"] for row in sweep], "s", SWEEP, alpha=0.8,
+                     label="sweep slack")
+    if len(search):
+        slack.points(search_x, search_slack, "o", SEARCH, label="search slack")
+    slack.finish(compact)
+    _style(top, bottom, relation, sizes, premise_label(relation))
+
+
+def draw_statistical(top, bottom, relation, sweep_rows: list[dict] | None = None,
+                     search_rows: list[dict] | None = None, compact: bool = False) -> None:
+    """A statistical relation's two panels, per premise level. Where its slack underflows
+    (``relation.log_slack``): log10 slack of the worst setting found on top (claimed bound =
+    0), that setting's parameter (``relation.parameter_label``) underneath. Otherwise the worst
+    value found against the claimed bound (``relation.bound_curve`` over ``relation.x_range``)
+    on top, the slack underneath."""
+    sizes = _sizes(compact)
+    log10 = math.log(10)
+    runs = [(rows, marker, name, colour) for rows, marker, name, colour in
+            ((sweep_rows, "s", "sweep", SWEEP), (search_rows, "o", "search", SEARCH)) if rows]
+    xs_all = [row["premise"] for rows, *_ in runs for row in rows]
     if relation.log_slack:
-        log10 = math.log(10)
-        top.plot(xs, [r["log_slack"] / log10 for r in rows], "o", ms=4, color="tab:blue",
-                 label="log10 slack of the worst setting")
-        top.axhline(0.0, color="r", lw=1)
-        top.set_ylabel(f"log10 slack (claimed / exact {relation.conclusion})", fontsize=8)
-        bottom.plot(xs, [max(r["slack"], 1e-300) for r in rows], "o", ms=3, color="tab:blue")
+        for rows, marker, name, colour in runs:
+            rows = sorted(rows, key=lambda row: row["premise"])
+            xs = [row["premise"] for row in rows]
+            top.plot(xs, [row["log_slack"] / log10 for row in rows], marker, ms=sizes["ms"],
+                     color=colour, alpha=0.8 if name == "sweep" else 1.0,
+                     label=f"{name}: worst setting")
+            bottom.plot(xs, [max(row["parameter"], 1e-300) for row in rows], marker,
+                        ms=sizes["ms"] * 0.85, mfc="none", color=colour,
+                        label=f"{name}: its {relation.parameter_label}")
+        low, high = top.get_ylim()
+        top.axhspan(min(low, -1.0), 0.0, color=VIOLATION, alpha=0.06, lw=0)
+        top.axhline(0.0, **{**CLAIM, "lw": sizes["lw"]}, label="claimed bound (log10 slack 0)")
+        top.annotate("violated below", xy=(1.0, 0.0), xycoords=("axes fraction", "data"),
+                     xytext=(-3, -2), textcoords="offset points", ha="right", va="top",
+                     fontsize=sizes["text"], color=VIOLATION)
+        top.set_ylim(min(low, -1.0), max(high, 0) + 0.06 * (max(high, 0) - min(low, -1.0)))
+        _style(top, bottom, relation, sizes, premise_label(relation))
+        top.set_ylabel("log10 slack" if compact else
+                       f"log10 slack = log10(claimed / exact)\n{relation.conclusion}",
+                       fontsize=sizes["label"])
+        _log_axis(bottom)
+        bottom.set_ylabel(f"{relation.parameter_label}\n(worst setting, log)",
+                          fontsize=sizes["label"])
+        bottom.grid(alpha=0.3)
+        return
+    high = relation.x_range[1] if relation.x_range else max(xs_all + [1.0])
+    grid = np.linspace(1e-3, 0.99 * high, 300)
+    if relation.bound_curve is not None:
+        with jax.enable_x64(True):
+            claim = np.asarray(relation.bound_curve(jnp.asarray(grid)), np.float64)
+        top.plot(grid, claim, **{**CLAIM, "lw": sizes["lw"]}, label="claimed bound")
+    for rows, marker, name, colour in runs:
+        rows = sorted(rows, key=lambda row: row["premise"])
+        top.plot([row["premise"] for row in rows], [row["conclusion"] for row in rows], marker,
+                 ms=sizes["ms"], color=colour, alpha=0.8 if name == "sweep" else 1.0,
+                 label=f"{name}: worst case")
+    top.set_ylim(bottom=0)
+    slack = _Slack(bottom, [[row["slack"] for row in rows] for rows, *_ in runs], sizes)
+    for rows, marker, name, colour in runs:
+        slack.points([row["premise"] for row in rows], [row["slack"] for row in rows], marker,
+                     colour, alpha=0.8 if name == "sweep" else 1.0, label=f"{name} slack")
+    slack.finish(compact)
+    _style(top, bottom, relation, sizes, premise_label(relation))
+
+
+def _title(relation, detail: str = "") -> str:
+    import textwrap
+
+    sources = "; ".join(str(s) for s in relation.sources)
+    return "\n".join(textwrap.wrap(f"{relation.id}: {relation.statement}", 90)
+                     + textwrap.wrap(" — ".join(t for t in (sources, detail) if t), 100))
+
+
+def _save(fig, path: Path, dpi: int = 130) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    _pyplot().close(fig)
+    return path
+
+
+# -- single-run figures (a run directory's envelope.png) -------------------------------------
+
+def plot_envelope(path: Path, rows: list[dict], config, relation) -> None:
+    """A sweep's figure: claimed bound and sweep envelope (running supremum over premise ≤ x),
+    one colour per condition-parameter bin where the sweep bins the parameter; slack below."""
+    plt = _pyplot()
+    fig = plt.figure(figsize=(7, 6.2), layout="constrained")
+    top, bottom = _panels(fig)
+    params = sorted({_param_of(r) for r in rows if np.isfinite(_param_of(r))})
+    detail = (f"{config.count:,} random {config.n}×{config.m} mechanisms "
+              f"(a sweep: lower bound on the envelope)")
+    if relation.scales_with_parameter or len(params) <= 1:
+        param = params[0] if params and not relation.scales_with_parameter else \
+            float(relation.parameter_limit or 0.0)
+        draw_mechanism(top, bottom, relation, param=param, n=config.n,
+                       r=getattr(config, "r", None) or None, sweep_rows=rows)
     else:
-        grid = np.linspace(1e-3, max(max(xs), 1e-2), 300)
-        if relation.bound_curve is not None:
-            with jax.enable_x64(True):
-                top.plot(grid, np.asarray(relation.bound_curve(jnp.asarray(grid))), "--",
-                         color="k", label=f"claimed bound ({relation.id})")
-        top.plot(xs, [r["conclusion"] for r in rows], "o", ms=4, color="tab:blue",
-                 label="worst case found")
-        top.set_ylabel(relation.conclusion, fontsize=8)
-        bottom.plot(xs, [r["slack"] for r in rows], "o", ms=3, color="tab:blue")
-    what = (f"{config.count:,} random settings" if config.mode == "sweep"
-            else f"search over {len(rows)} ε points")
-    top.set_title(f"{relation.id}: {relation.statement}\n{what}", fontsize=8)
-    _finish(fig, top, bottom, f"premise: {relation.premise}", path)
+        sizes = _sizes(False)
+        colours = plt.cm.viridis(np.linspace(0, 0.85, len(params)))
+        curves = [(p, sweep_envelope(relation, rows, p)) for p in params]
+        right = max([row["x"] for _, env in curves for row in env] + [1e-3])
+        grid = np.linspace(0, right, 300)[1:]
+        claims = {p: _claim(relation, grid, p) for p in params}
+        ceiling = _value_axis(top, np.concatenate(list(claims.values())),
+                              [row["value"] for _, env in curves for row in env])
+        slack = _Slack(bottom, [[row["slack"] for row in env] for _, env in curves], sizes)
+        for colour, (p, env) in zip(colours, curves):
+            top.plot(grid, claims[p], "--", color=colour, lw=1.0)
+            if env:
+                values = [row["value"] for row in env]
+                top.step([row["x"] for row in env], _at_most(values, ceiling), where="post",
+                         color=colour, lw=1.3, label=f"{relation.parameter} ≤ {p:.3g}")
+                _unbounded(top, [row["x"] for row in env], values, colour, sizes, "top")
+                slack.points([row["x"] for row in env], [row["slack"] for row in env], "s",
+                             colour)
+        top.plot([], [], **CLAIM, label="claimed bound (dashed, per bin)")
+        top.set_xlim(0, right)
+        slack.finish(False)
+        _style(top, bottom, relation, sizes, premise_label(relation))
+        detail += "; sweep envelope per parameter bin"
+    _legend(top, bottom, _sizes(False))
+    fig.suptitle(_title(relation, detail), fontsize=9)
+    _save(fig, path, dpi=120)
+
+
+def plot_search(path: Path, rows: list[dict], config, relation,
+                sweep_rows: list[dict] | None = None) -> None:
+    """A search's figure: claimed bound, search envelope, certified curve and (optionally) the
+    sweep envelope; slack underneath on a log scale."""
+    plt = _pyplot()
+    fig = plt.figure(figsize=(7, 6.2), layout="constrained")
+    top, bottom = _panels(fig)
+    draw_mechanism(top, bottom, relation, param=config.param, n=config.n,
+                   r=getattr(config, "r", None) or None, sweep_rows=sweep_rows,
+                   search_rows=rows, search_note=f" ({config.restarts} restarts/point)")
+    _legend(top, bottom, _sizes(False))
+    law = ", law " + config.law if "law" in relation.notion_params else ""
+    fig.suptitle(_title(relation, f"adversarial search, {config.n}×{config.m} mechanisms{law}"),
+                 fontsize=9)
+    _save(fig, path, dpi=120)
+
+
+def plot_statistical(path: Path, rows: list[dict], config, relation) -> None:
+    """A statistical run's figure (:func:`draw_statistical` with one run's rows)."""
+    plt = _pyplot()
+    fig = plt.figure(figsize=(7, 6.2), layout="constrained")
+    top, bottom = _panels(fig)
+    sweep = config.mode == "sweep"
+    draw_statistical(top, bottom, relation, rows if sweep else None, None if sweep else rows)
+    _legend(top, bottom, _sizes(False))
+    what = (f"{config.count:,} random settings" if sweep else f"search over {len(rows)} ε points")
+    fig.suptitle(_title(relation, what), fontsize=9)
+    _save(fig, path, dpi=120)
 
 
 # --------------------------------------------------------------------------------------------
@@ -395,202 +717,83 @@ def _run(out: Path, rid: str, kind: str) -> tuple[dict, list[dict]]:
     return json.loads((directory / "summary.json").read_text()), read_envelope(directory)
 
 
-def draw_relation(ax, out: Path, rid: str, compact: bool = False) -> None:
-    """Draw one relation's audit figure on ``ax``: the claimed bound, the sweep and search
-    envelopes, the certified curve where one exists, and the slack on a second (log) axis.
+def draw_relation(container, out: Path, rid: str, compact: bool = False):
+    """Draw one relation's audit figure on ``container`` (a matplotlib ``Figure`` or
+    ``SubFigure``) as two panels sharing the premise axis: the claimed bound, the certified
+    supremum where one exists, the sweep envelope (running supremum) and the search envelope on
+    top; their slacks on a log axis below (:func:`draw_mechanism`, :func:`draw_statistical`).
 
     Args:
-      ax: a matplotlib ``Axes``.
+      container: where the two axes are added.
       out: the audit directory (``out/<rid>/sweep``, ``out/<rid>/search``).
       rid: relation id.
-      compact: smaller type and no title, for the figure grid.
+      compact: smaller type, a short title and no legend, for the figure grid.
+
+    Returns:
+      The ``(top, bottom)`` axes.
     """
     relation = registry.get(rid)
-    sweep_summary, sweep_rows = _run(out, rid, "sweep")
+    _, sweep_rows = _run(out, rid, "sweep")
     search_summary, search_rows = _run(out, rid, "search")
-    slack_ax = ax.twinx()
+    top, bottom = _panels(container)
     if relation.kind == "statistical":
-        _draw_statistical(ax, slack_ax, relation, sweep_rows, search_rows)
+        draw_statistical(top, bottom, relation, sweep_rows, search_rows, compact=compact)
     else:
-        _draw_mechanism(ax, slack_ax, relation, search_summary["config"], sweep_rows,
-                        search_rows)
-    if not getattr(relation, "log_slack", False):
-        slack_ax.axhline(1.0, color="r", lw=0.8, ls=":", label="slack 1 (violated below)")
-        slack_ax.set_ylabel("slack = bound / value (log scale)", color="tab:purple",
-                            fontsize=7 if compact else 9)
-    _log_axis(slack_ax)
-    slack_ax.tick_params(axis="y", which="both", colors="tab:purple",
-                         labelsize=6 if compact else 8)
-    ax.grid(alpha=0.3)
-    size = 6 if compact else 8
-    ax.tick_params(labelsize=size)
+        config = search_summary["config"]
+        draw_mechanism(top, bottom, relation, param=float(config.get("param") or 0.0),
+                       n=config["n"], r=config.get("r") or None, sweep_rows=sweep_rows,
+                       search_rows=search_rows, compact=compact)
     if compact:
-        ax.set_title(f"{rid} ({relation.sources[0]})", fontsize=8)
-        for axis in (ax.xaxis, ax.yaxis, slack_ax.yaxis):
-            axis.label.set_size(7)
-        return
-    handles = ax.get_legend_handles_labels()
-    extra = slack_ax.get_legend_handles_labels()
-    ax.legend(handles[0] + extra[0], handles[1] + extra[1], fontsize=size - 1,
-              loc="upper left", framealpha=0.85)
-    ax.set_title(f"{rid}: {relation.statement}\n{'; '.join(str(x) for x in relation.sources)}",
-                 fontsize=8)
-
-
-def _log_axis(ax) -> None:
-    """Log scale; plain-number tick labels when the axis spans less than a decade."""
-    import matplotlib.ticker as ticker
-
-    ax.set_yscale("log")
-    low, high = ax.get_ylim()
-    plain = ticker.FuncFormatter(lambda v, _: f"{v:g}")
-    if high / max(low, 1e-300) < 10:
-        ax.yaxis.set_major_formatter(plain)
-        ax.yaxis.set_minor_formatter(plain)
+        container.suptitle(f"{rid} ({relation.sources[0]})" if relation.sources else rid,
+                           fontsize=8)
     else:
-        ax.yaxis.set_minor_formatter(ticker.NullFormatter())
-
-
-def _value_axis(ax, bound_values, found_values) -> None:
-    """Linear from 0, unless the claimed bound and what was found differ by decades (then log,
-    so both stay readable)."""
-    bound = [v for v in bound_values if np.isfinite(v) and v > 0]
-    found = [v for v in found_values if np.isfinite(v) and v > 0]
-    if not bound and not found:
-        return
-    top = max(bound + found)
-    if bound and found and max(max(bound) / max(found), max(found) / max(bound)) > 20:
-        ax.set_yscale("log")
-        ax.set_ylim(max(min(bound + found), top * 1e-12) / 2, 2 * top)
-    else:
-        ax.set_ylim(0, 1.1 * top)
-
-
-def _draw_mechanism(ax, slack_ax, relation, config: dict, sweep_rows, search_rows) -> None:
-    ratio = relation.scales_with_parameter
-    param = float(config.get("param", 0.0))
-    search_x = np.array([r["x"] for r in search_rows])
-    sweep = sweep_envelope(relation, sweep_rows, param)
-    sweep_x = [r["x"] for r in sweep]
-    top = max([*search_x, *sweep_x, 1e-3])
-    grid = np.linspace(0, top, 400)[1:]
-    claim, sup, min_slack = claimed_and_certified(relation, grid, param, config["n"],
-                                                  config.get("r") or None)
-    condition = f", {relation.parameter} = {param:g}" if param else ""
-    ax.plot(grid, claim, "--", color="k", lw=1.2, label=f"claimed bound{condition}")
-    if sup is not None:
-        finite = np.isfinite(sup)
-        if finite.any():
-            ax.plot(grid[finite], sup[finite], "-", color="tab:green", lw=1.2,
-                    label=f"certified supremum (n={config['n']})")
-        slack_ax.plot(grid, np.maximum(min_slack, 1e-3), "-", color="tab:purple", lw=0.8,
-                      alpha=0.6, label="certified slack")
-    else:
-        sup = np.array([])
-    if sweep:
-        ax.step(sweep_x, [r["value"] for r in sweep], where="pre", color="tab:orange",
-                lw=1.2, label="sweep envelope")
-        slack_ax.plot(sweep_x, [max(r["slack"], 1e-3) for r in sweep], "s", ms=2.5,
-                      color="tab:purple", alpha=0.5, label="sweep slack")
-    if len(search_x):
-        ax.plot(search_x, _normalized(relation, search_rows), "o", ms=3.5, color="tab:blue",
-                label="search envelope")
-        slack_ax.plot(search_x, [max(r["slack"], 1e-3) for r in search_rows], "^", ms=3,
-                      color="tab:purple", label="search slack")
-    _value_axis(ax, claim, [*(r["value"] for r in sweep), *sup,
-                            *_normalized(relation, search_rows)])
-    ax.set_xlim(0, top)
-    ax.set_xlabel(f"premise: {relation.premise} level x{_unit(relation.premise)}")
-    ax.set_ylabel(relation.ratio_label if ratio else
-                  f"conclusion: {relation.conclusion}{_unit(relation.conclusion)}")
-
-
-def _draw_statistical(ax, slack_ax, relation, sweep_rows, search_rows) -> None:
-    """A relation whose slack underflows (``log_slack``): log10 slack of the worst setting per ε
-    on the main axis, its parameter on the second; otherwise the worst value found against the
-    claim, slack on the second axis."""
-    log10 = math.log(10)
-    for rows, marker, name in ((sweep_rows, "s", "sweep"), (search_rows, "o", "search")):
-        rows = sorted(rows, key=lambda r: r["premise"])
-        xs = [r["premise"] for r in rows]
-        colour = "tab:blue" if name == "search" else "tab:orange"
-        if relation.log_slack:
-            ax.plot(xs, [r["log_slack"] / log10 for r in rows], marker, ms=3, color=colour,
-                    label=f"log10 slack, worst setting ({name})")
-            slack_ax.plot(xs, [max(r["parameter"], 1e-3) for r in rows], marker, ms=2.5,
-                          mfc="none", color="tab:purple",
-                          label=f"its {relation.parameter_label} ({name})")
-        else:
-            ax.plot(xs, [r["conclusion"] for r in rows], marker, ms=3, color=colour,
-                    label=f"worst case ({name})")
-            slack_ax.plot(xs, [max(r["slack"], 1e-300) for r in rows], marker, ms=2.5,
-                          color="tab:purple", alpha=0.6 if name == "sweep" else 1.0,
-                          label=f"{name} slack")
-    if relation.log_slack:
-        ax.axhline(0.0, color="k", ls="--", lw=1.2, label="claimed bound (slack 1)")
-        ax.set_ylabel(f"log10 slack = log10(claimed / exact {relation.conclusion})", fontsize=7)
-        slack_ax.set_ylabel(f"{relation.parameter_label} of the worst setting (log scale)",
-                            color="tab:purple")
-    else:
-        high = relation.x_range[1] if relation.x_range else 10.0
-        grid = np.linspace(1e-3, 0.99 * high, 300)
-        if relation.bound_curve is not None:
-            with jax.enable_x64(True):
-                ax.plot(grid, np.asarray(relation.bound_curve(jnp.asarray(grid))), "--",
-                        color="k", lw=1.2, label="claimed bound")
-        ax.set_ylabel(relation.conclusion, fontsize=7)
-    ax.set_xlabel(f"premise: {relation.premise}")
+        _legend(top, bottom, _sizes(False))
+        container.suptitle(_title(relation), fontsize=9)
+    return top, bottom
 
 
 def plot_relation(out: Path, rid: str, path: Path) -> Path:
     """One relation's report figure, written to ``path``."""
-    import matplotlib
+    plt = _pyplot()
+    fig = plt.figure(figsize=(7, 6.2), layout="constrained")
+    draw_relation(fig, Path(out), rid)
+    return _save(fig, path, dpi=120)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7.5, 4.6))
-    draw_relation(ax, Path(out), rid)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+def grid_legend() -> list:
+    """The figure grid's shared key."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    return [Line2D([], [], **CLAIM, label="claimed bound"),
+            Line2D([], [], color=CERTIFIED, label="certified supremum / least slack"),
+            Line2D([], [], color=SWEEP, marker="s", ms=4, mfc=SWEEP,
+                   label="sweep: envelope = sup over premise ≤ x (line), slack (■)"),
+            Line2D([], [], ls="", marker="o", color=SEARCH, label="search: envelope, slack"),
+            Line2D([], [], color=VIOLATION, label="slack = 1"),
+            Patch(color=VIOLATION, alpha=0.12, label="violated (slack < 1)")]
 
 
 def plot_grid(out: Path, path: Path, ids: list[str] | None = None, columns: int = 4) -> Path:
-    """Every audited relation in one publication-style figure grid."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """Every audited relation in one publication-style figure: a grid of two-panel cells
+    (levels over slack, sharing the premise axis), one shared key."""
+    plt = _pyplot()
     out = Path(out)
     ids = ids or [rid for rid in registry.REGISTRY if (out / rid / "search" / "summary.json")
                   .exists() and (out / rid / "sweep" / "summary.json").exists()]
     if not ids:
         from jaxpriv.errors import InputError
         raise InputError(f"{out}: no finished audit runs (DIR/<id>/sweep, DIR/<id>/search)")
+    columns = min(columns, len(ids))
     rows = -(-len(ids) // columns)
-    fig, axes = plt.subplots(rows, min(columns, len(ids)), squeeze=False,
-                             figsize=(4.2 * min(columns, len(ids)), 3.3 * rows))
-    for ax, rid in zip(axes.flat, ids):
-        draw_relation(ax, out, rid, compact=True)
-    for ax in list(axes.flat)[len(ids):]:
-        ax.axis("off")
-    from matplotlib.lines import Line2D
-    key = [Line2D([], [], ls="--", color="k", label="claimed bound"),
-           Line2D([], [], color="tab:green", label="certified supremum"),
-           Line2D([], [], color="tab:orange", label="sweep envelope"),
-           Line2D([], [], ls="", marker="o", color="tab:blue", label="search envelope"),
-           Line2D([], [], ls="", marker="^", color="tab:purple",
-                  label="slack (right axis, log)"),
-           Line2D([], [], ls=":", color="r", label="slack 1")]
-    fig.legend(handles=key, loc="lower center", ncol=len(key), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return path
+    fig = plt.figure(figsize=(4.1 * columns, 4.0 * rows + 0.5), layout="constrained")
+    cells = fig.subfigures(rows, columns, squeeze=False, wspace=0.02, hspace=0.02)
+    for cell, rid in zip(cells.flat, ids):
+        draw_relation(cell, out, rid, compact=True)
+    key = grid_legend()
+    fig.legend(handles=key, loc="outside lower center", ncol=len(key) // 2 if columns < 4
+               else len(key), fontsize=8, frameon=False)
+    return _save(fig, path, dpi=130)
 
 
 def _slack_text(v: dict) -> str:

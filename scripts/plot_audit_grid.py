@@ -1,5 +1,7 @@
-"""A publication-style grid of every audited relation: claimed bound, certified supremum, sweep
-and search envelopes, slack on the right axis.
+"""A publication-style grid of every audited relation, two panels per relation, one shared key.
+
+Per relation, sharing the premise axis: the claimed bound, certified supremum, sweep envelope
+(running supremum over premise <= x) and search envelope on top; their slack on a log axis below.
 
 Usage: python scripts/plot_audit_grid.py AUDIT_DIR [--out grid.pdf] [--columns 4]
 """
