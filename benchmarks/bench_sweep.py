@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
-from jaxpriv import registry, fused, samplers, sweep
+from jaxpriv import fused, registry, samplers, sweep
 
 
 def steady_rate(config, use_fused):

@@ -151,14 +151,14 @@ R3 = register(Relation(
     premise="ldp", conclusion="mbp", condition="ε_unif(π) ≤ ε",
     parameter="eps_unif", bound=lambda x, eps: x + eps, sampling=CLOSE,
     search=SearchHints(prior="close", gridded_parameter=True),
-    certificate=_ldp_to_mbp, proof=CERTIFIED + "r3"))
+    certificate=_ldp_to_mbp, proof=CERTIFIED + "r1"))
 R4 = register(Relation(
     id="R4", statement="ξ-MBP ⇒ (2ξ+ε)-LDP when π is ε-close to uniform",
     sources=(Source("002", "Thm IV.4"), Source("002", "Lemma A.6")),
     premise="mbp", conclusion="ldp", condition="ε_unif(π) ≤ ε",
     parameter="eps_unif", bound=lambda x, eps: 2.0 * x + eps, sampling=CLOSE,
     search=SearchHints(prior="close", gridded_parameter=True),
-    certificate=_mbp_to_ldp, proof=CERTIFIED + "r4"))
+    certificate=_mbp_to_ldp, proof=CERTIFIED + "r2"))
 R5 = register(Relation(
     id="R5", statement="ξ-MBP ⇒ ABP ≤ sqrt(½(ξ+ε)(e^{ξ+ε}−1)) when ε_bel(b,π) ≤ ε",
     sources=(Source("003", "Thm 5.4"), Source("003", "Thm B.1"), Source("002", "Thm IV.5"),
@@ -199,7 +199,7 @@ R7 = register(Relation(
     sources=(Source("004", "Thm 1, first part"),),
     premise="bdp", conclusion="bsp", condition="—",
     bound=lambda x, eps: jnp.expm1(2.0 * x), search=PRIOR_FREE,
-    certificate=_database(_sp_of_dp), proof=CERTIFIED + "r7"))
+    certificate=_database(_sp_of_dp), proof=CERTIFIED + "r9"))
 R8 = register(Relation(
     id="R8", statement="(½ − 1/(e^ε+1))-BSP ⇒ ε-BDP",
     sources=(Source("004", "Thm 1, second part"),),
@@ -208,7 +208,7 @@ R8 = register(Relation(
               "proof, true for every full-support prior)",
     requires="bsp_games", bound=_converse_bound, sampling=Sampling(x_max=0.5),
     search=SearchHints(prior="free", grid_limit=0.45),
-    certificate=_database(_dp_of_sp), proof=CERTIFIED + "r8"))
+    certificate=_database(_dp_of_sp), proof=CERTIFIED + "r10"))
 R9 = register(Relation(
     id="R9", statement="ε-DP ⇒ (e^{2ε}−1)-SP",
     sources=(Source("004", "Thm 2, first part"), Source("004", "after Kasiviswanathan–Smith")),
@@ -227,7 +227,7 @@ R11 = register(Relation(
     premise="sp", conclusion="dp", condition="ε = 6·SP ≤ 1.35 (SP ≤ 0.225)",
     premise_limit=1.35 / 6.0, bound=lambda s, eps: 6.0 * s,
     sampling=Sampling(prior="uniform", x_max=0.225), search=CONVERSE,
-    certificate=_database(_dp_of_sp), proof=CERTIFIED + "r11"))
+    certificate=_database(_dp_of_sp), proof=CERTIFIED + "r10"))
 R12 = register(Relation(
     id="R12", statement="ε-BDP ⇒ ε-MP (family 𝔻_*)",
     sources=(Source("004", "Thm 3"), Source("004", "Corollary 1, Lemma 1")),

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxpriv import report, InputError, audit, certify, cli
+from jaxpriv import InputError, audit, certify, cli, report
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxpriv import report, databases
+from jaxpriv import databases, report
 from jaxpriv.errors import InputError
 from jaxpriv.mechanisms import Mechanism, Records
 

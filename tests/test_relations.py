@@ -153,3 +153,17 @@ def test_r2_is_attained_by_4ary_rr_at_eps_2ln3_and_not_reported_violated(x64):
     result = relations.get("R2").check(mech)
     assert result.slack == pytest.approx(1.0, abs=1e-12)
     assert result.condition_holds and not result.violated
+
+
+def test_every_certificate_links_to_its_proof():
+    """A relation with a certified envelope names the section of docs/certified.md that proves
+    it, and that section exists."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "certified.md").read_text()
+    anchors = set(re.findall(r"\{#([a-z0-9-]+)\}", text))
+    for relation in relations.REGISTRY.values():
+        if getattr(relation, "certificate", None) is None:
+            continue
+        page, _, anchor = relation.proof.partition("#")
+        assert page == "docs/certified.md" and anchor in anchors, (relation.id, relation.proof)

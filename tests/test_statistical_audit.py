@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from jaxpriv import report, cli, relations, statistical, statistical_audit as sa
+from jaxpriv import cli, relations, report, statistical, statistical_audit as sa
 from jaxpriv import statistical_relations as sr
 from jaxpriv.errors import InputError
 

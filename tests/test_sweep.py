@@ -9,10 +9,11 @@ import time
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxpriv import report, cli, samplers, sweep
+from jaxpriv import cli, report, samplers, sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -241,3 +242,15 @@ def test_native_and_xla_screens_give_the_same_sweep(native_built, monkeypatch, r
     finite = np.isfinite(a["score"])
     np.testing.assert_allclose(a["score"][finite], b["score"][finite], rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(a["worst"], b["worst"], rtol=1e-4, atol=1e-6)
+
+
+def test_envelope_score_is_the_ratio_where_the_bound_scales_with_the_parameter():
+    """R6's bound (1+4ξ)β scales with β: a premise cell keeps the mechanism with the largest
+    γ/β (the least slack there), not the largest γ; 0/0 is 0 and γ/0 is +∞, never NaN."""
+    from jaxpriv import relations
+
+    y = jnp.array([0.2, 0.0, 0.3, 0.5])
+    p = jnp.array([0.1, 0.0, 0.0, 0.5])
+    np.testing.assert_array_equal(sweep.envelope_score(relations.R6, y, p),
+                                  [2.0, 0.0, np.inf, 1.0])
+    np.testing.assert_array_equal(sweep.envelope_score(relations.R2, y, p), y)
