@@ -1,8 +1,8 @@
 """The audit: every registered relation swept, searched, certified where a closed form exists,
 and judged — the job ``jaxpriv audit`` runs.
 
-For each relation the audit runs a random sweep (:mod:`jaxpriv.sweep`, or
-:mod:`jaxpriv.statistical_audit` for a statistical claim) into ``DIR/<id>/sweep`` and an adversarial search
+For each relation the audit runs a random sweep (:mod:`jaxpriv.sweep`; for a claim about an
+estimator, its relation's strategies) into ``DIR/<id>/sweep`` and an adversarial search
 (:mod:`jaxpriv.search`) into ``DIR/<id>/search``, each with the run-directory contract of those
 modules; then it evaluates the certified envelope (:mod:`jaxpriv.certify`) on the search grid and
 condenses the three into one :class:`Verdict`. Every violation it counts was re-verified in
@@ -131,7 +131,7 @@ def relation_ids(text: str | None) -> list[str]:
 def plan(spend: Budget, ids: list[str], seed: int = 0, memory_mb: float = 1024.0
          ) -> list[Task]:
     """The sweep and search configurations of every relation in ``ids`` at budget ``spend``."""
-    from jaxpriv import search, statistical_audit, sweep
+    from jaxpriv import search, sweep
     from jaxpriv.mechanisms import Records
 
     grid = tuple(float(v) for v in np.linspace(*spend.grid[:2], spend.grid[2]))
@@ -139,16 +139,17 @@ def plan(spend: Budget, ids: list[str], seed: int = 0, memory_mb: float = 1024.0
     for rid in ids:
         relation = registry.get(rid)
         if relation.kind == "statistical":
-            tasks.append(Task(rid, "sweep", statistical_audit.make_config(
-                rid, "sweep", count=spend.stat_count, seed=seed, t_max=spend.t_max,
+            # a setting subject keeps its own shape (n secrets of κ₁, κ₂): None leaves it
+            tasks.append(Task(rid, "sweep", sweep.make_config(
+                rid, None, None, spend.stat_count, seed, t_max=spend.t_max,
                 draws=spend.draws)))
             stat_grid = None if relation.fixed_grid else np.linspace(*relation.grid[:2],
                                                                       spend.stat_grid)
-            tasks.append(Task(rid, "search", statistical_audit.make_config(
-                rid, "search", grid=stat_grid, t_max=spend.t_max, seed=seed,
+            tasks.append(Task(rid, "search", search.make_config(
+                rid, None, None, stat_grid, t_max=spend.t_max, seed=seed,
                 restarts=spend.stat_restarts, steps=spend.stat_steps)))
             continue
-        database = sweep.needs_records(relation)
+        database = relation.needs_records
         layout = {"k": spend.k, "r": spend.r} if database else {}
         m = spend.database_m if database else spend.sweep_m
         tasks.append(Task(rid, "sweep", sweep.make_config(
@@ -192,17 +193,14 @@ def checkpoint_file(config) -> str | None:
 def run_task(task: Task, out: Path, progress: bool = True) -> str:
     """Run one sweep or search into its directory unless it is already finished; a checkpoint
     left by a killed run is resumed. Returns ``"done"``, ``"resumed"`` or ``"ran"``."""
-    from jaxpriv import search, statistical_audit, sweep
+    from jaxpriv import search, sweep
 
     directory = run_dir(out, task)
     if _finished(directory, task.config):
         return "done"
     checkpoint = checkpoint_file(task.config)
     resume = checkpoint is not None and (directory / checkpoint).exists()
-    if isinstance(task.config, statistical_audit.StatConfig):
-        statistical_audit.run(task.config, directory, resume=resume, progress=progress,
-                              write=report.write_statistical)
-    elif task.kind == "sweep":
+    if task.kind == "sweep":
         sweep.run(task.config, directory, resume=resume, progress=progress,
                   write=report.write_sweep)
     else:

@@ -353,7 +353,7 @@ def _print_check(relation, s: dict[str, Any]) -> None:
 def _sweep(args) -> int:
     import jax
 
-    from jaxpriv import registry, report, statistical_audit, sweep
+    from jaxpriv import registry, report, sweep
 
     _use_cpu_cores(args.cpu_devices)
     if args.distributed:
@@ -364,34 +364,24 @@ def _sweep(args) -> int:
     configs = []
     for rid in ids:
         try:
-            relation = registry.get(rid)
-            if relation.kind == "statistical":
-                configs.append(statistical_audit.make_config(
-                    rid, "sweep", count=args.count, seed=args.seed, chunk=args.chunk,
-                    x_bins=args.bins, t_max=args.t_max, draws=args.draws, n=args.n))
-                continue
-            layout = _records_layout(args) if relation.needs_records else {}
+            layout = _records_layout(args) if registry.get(rid).needs_records else {}
             configs.append(sweep.make_config(rid, args.n, args.m, args.count, args.seed,
                                              args.chunk, args.memory_mb, x_bins=args.bins,
-                                             **layout))
+                                             t_max=args.t_max, draws=args.draws, **layout))
         except InputError as error:
             if len(ids) == 1:
                 raise
             print(f"{rid}: skipped ({error})", file=sys.stderr)
     worst_code = 0
     for config, run_dir, resume in _runs(args, configs):
-        statistical = isinstance(config, statistical_audit.StatConfig)
-        if statistical:
-            result = statistical_audit.run(config, run_dir, resume=resume,
-                                           progress=not args.quiet,
-                                           write=report.write_statistical)
-        else:
-            result = sweep.run(config, run_dir, resume=resume, progress=not args.quiet,
-                               write=report.write_sweep)
+        result = sweep.run(config, run_dir, resume=resume, progress=not args.quiet,
+                           write=report.write_sweep)
         summary = json.loads((run_dir / "summary.json").read_text())
         worst = summary["worst_slack"]
-        print(f"{config.relation}: {config.count:,} {'settings' if statistical else 'mechanisms'}"
-              f" in {result.seconds:.1f} s ({summary['mechanisms_per_second']:,.0f}/s); worst slack "
+        subjects = "mechanisms" if registry.get(config.relation).kind == "mechanism" \
+            else "settings"
+        print(f"{config.relation}: {config.count:,} {subjects} in {result.seconds:.1f} s "
+              f"({summary['mechanisms_per_second']:,.0f}/s); worst slack "
               f"{'n/a' if worst is None else f'{worst:.6g}'}; "
               f"verified violations {result.violation_count} -> {run_dir}")
         worst_code = max(worst_code, 1 if result.violation_count else 0)
@@ -401,8 +391,7 @@ def _sweep(args) -> int:
 def _search(args) -> int:
     from pathlib import Path
 
-    from jaxpriv import registry, report, search, statistical_audit
-    from jaxpriv.mechanisms import Records
+    from jaxpriv import registry, report, search
 
     _use_cpu_cores(args.cpu_devices)
     grid = search.parse_grid(args.grid or "0.05:3:60")
@@ -410,48 +399,23 @@ def _search(args) -> int:
     configs = []
     for rid in ids:
         relation = registry.get(rid)
-        if relation.kind == "statistical":
-            points = grid if args.grid is not None or not relation.fixed_grid else None
-            if points is not None and relation.x_range is not None:
-                low, high = relation.x_range
-                inside = tuple(x for x in points if low < x < high)
-                if len(ids) == 1 and len(inside) < len(points):
-                    raise InputError(f"{rid} is claimed for {low:g} < ε < {high:g}; the grid "
-                                     f"reaches {max(points)}")
-                points = inside or None
-            configs.append(statistical_audit.make_config(
-                rid, "search", grid=points, t_max=args.t_max, n=args.n, seed=args.seed,
-                restarts=args.restarts, steps=args.steps, learning_rate=args.lr))
-            continue
         try:
             layout = _records_layout(args) if relation.needs_records else {}
-            setup = search.setup_for(relation, Records(**layout) if layout else None)
-            points = search.clip_grid(relation, grid) if len(ids) > 1 else grid
-            param = args.param if args.param is not None else (0.5 if setup.gridded_parameter
-                                                               else 0.0)
-            if not setup.gridded_parameter and len(ids) > 1:
+            points = _grid_for(relation, grid, args.grid is not None, len(ids) == 1)
+            gridded = relation.kind == "mechanism" and relation.search.gridded_parameter
+            param = args.param if args.param is not None else (0.5 if gridded else 0.0)
+            if not gridded and len(ids) > 1:
                 param = 0.0
             configs.append(search.make_config(rid, args.n, args.m, points, param=param,
                                               law=args.law, restarts=args.restarts,
                                               steps=args.steps, learning_rate=args.lr,
-                                              seed=args.seed, **layout))
+                                              seed=args.seed, t_max=args.t_max, **layout))
         except InputError as error:
             if len(ids) == 1:
                 raise
             print(f"{rid}: skipped ({error})", file=sys.stderr)
     code = 0
     for config, run_dir, resume in _runs(args, configs):
-        if isinstance(config, statistical_audit.StatConfig):
-            result = statistical_audit.run(config, run_dir, resume=resume,
-                                           progress=not args.quiet,
-                                           write=report.write_statistical)
-            summary = json.loads((run_dir / "summary.json").read_text())
-            print(f"{config.relation}: {len(config.grid)} grid points searched in "
-                  f"{result.seconds:.1f} s; worst slack {summary['worst_slack']:.6g} "
-                  f"(log {summary['worst_log_slack']:.6g}); verified violations "
-                  f"{result.violation_count} -> {run_dir}")
-            code = max(code, 1 if result.violation_count else 0)
-            continue
         sweep_dir = None
         if args.sweep:
             sweep_dir = Path(args.sweep) / config.relation if len(configs) > 1 else Path(args.sweep)
@@ -459,15 +423,40 @@ def _search(args) -> int:
                             write=report.search_writer(sweep_dir))
         summary = json.loads((run_dir / "summary.json").read_text())
         worst = summary["worst_slack"]
-        gap = summary["max_gap"]
-        print(f"{config.relation}: {len(config.grid)} grid points × {config.restarts} restarts, "
-              f"{result.steps} steps in {result.seconds:.1f} s "
-              f"({summary['restart_steps_per_second']:,.0f} restart-steps/s); worst slack "
-              f"{'n/a' if worst is None else f'{worst:.6g}'}"
+        worst_text = 'n/a' if worst is None else f'{worst:.6g}'
+        if summary.get("worst_log_slack") is not None:
+            worst_text += f" (log {summary['worst_log_slack']:.6g})"
+        gap = summary.get("max_gap")
+        rate = summary.get("restart_steps_per_second")
+        restarts = f" × {config.restarts} restarts, {result.steps} steps" \
+            if hasattr(result, "steps") else ""
+        speed = f" ({rate:,.0f} restart-steps/s)" if rate else ""
+        print(f"{config.relation}: {len(config.grid)} grid points{restarts} searched in "
+              f"{result.seconds:.1f} s{speed}; worst slack {worst_text}"
               f"{'' if gap is None else f'; max gap to certified {gap:.2%}'}; "
               f"verified violations {len(result.violations)} -> {run_dir}")
         code = max(code, 1 if result.violations else 0)
     return code
+
+
+def _grid_for(relation, grid, given: bool, alone: bool):
+    """The premise grid to search ``relation`` on: where it is claimed (a relation with its own
+    grid uses it unless one is given; with several relations each grid is clipped to its claim,
+    with one a grid reaching past the claim is an error)."""
+    from jaxpriv import search
+
+    if relation.kind == "mechanism":
+        return grid if alone else search.clip_grid(relation, grid)
+    if not given and relation.fixed_grid:
+        return None
+    if relation.x_range is None:
+        return grid
+    low, high = relation.x_range
+    inside = tuple(x for x in grid if low < x < high)
+    if alone and len(inside) < len(grid):
+        raise InputError(f"{relation.id} is claimed for {low:g} < ε < {high:g}; the grid "
+                         f"reaches {max(grid)}")
+    return inside or None
 
 
 def _audit(args) -> int:

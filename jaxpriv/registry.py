@@ -421,6 +421,7 @@ class StatisticalRelation:
     bound_curve: Callable[[Any], Any] | None = None
 
     kind: ClassVar[str] = "statistical"
+    needs_records: ClassVar[bool] = False
     parameter: ClassVar[None] = None
     premise_limit: ClassVar[None] = None
     scales_with_parameter: ClassVar[bool] = False

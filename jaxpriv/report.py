@@ -55,7 +55,10 @@ def _provenance(config) -> dict:
 
 
 def write_sweep(out_dir: Path, result, relation) -> dict:
-    """Write ``summary.json``, ``envelope.csv`` and ``envelope.png`` for a finished sweep."""
+    """Write ``summary.json``, ``envelope.csv`` and ``envelope.png`` for a finished sweep (of
+    settings: :func:`write_statistical`)."""
+    if relation.kind == "statistical":
+        return write_statistical(out_dir, result, relation)
     config = result.config
     rows = result.rows
     with open(out_dir / "envelope.csv", "w", newline="") as f:
@@ -95,7 +98,10 @@ restarts) plus ``certified_slack`` (least possible slack, where a closed form is
 
 def write_search(out_dir: Path, result, relation,
                  sweep_dir: str | Path | None = None) -> dict:
-    """Write ``summary.json``, ``envelope.csv`` and ``envelope.png`` for a finished search."""
+    """Write ``summary.json``, ``envelope.csv`` and ``envelope.png`` for a finished search (of
+    settings: :func:`write_statistical`)."""
+    if relation.kind == "statistical":
+        return write_statistical(out_dir, result, relation)
     config = result.config
     rows = result.rows
     with open(out_dir / "envelope.csv", "w", newline="") as f:

@@ -17,8 +17,9 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from jaxpriv import io
 from jaxpriv.errors import InputError
@@ -156,3 +157,54 @@ def verify_setting(relation, fields: dict[str, Any], path: Path | None) -> dict 
             return None
         found["file"] = str(path)
     return found
+
+
+class Progress(NamedTuple):
+    """What a chunked run has found so far (checkpointed with its state)."""
+
+    violations: list
+    violation_count: int
+    seconds: float
+
+
+def run_chunks(first: int, stop: int, step, verify, save, progress: Progress, *,
+               max_witnesses: int, bar=None, size=lambda chunk_index: 1) -> Progress:
+    """The chunk loop every sweep runs, whatever its subject (mechanisms or settings).
+
+    For each chunk: ``step(chunk_index)`` advances the engine's own state and returns the hits
+    its float64 screen found, as ``(index, payload)`` pairs; each hit is re-verified from
+    scratch by ``verify(index, payload)`` (``None`` if the violation does not survive) and
+    saved, up to ``max_witnesses`` — past the cap the screen's float64 recomputation is the
+    verification, and the hit is counted only; then ``save(next_chunk, progress)`` checkpoints
+    (so a killed run loses at most the chunk in flight) and the progress bar moves.
+
+    Args:
+      first, stop: chunks ``first .. stop − 1``.
+      step, verify, save: the engine's callbacks, as above.
+      progress: what earlier chunks found (a resumed run's checkpoint).
+      max_witnesses: verified violations saved as files.
+      bar: a progress bar or ``None``; ``size(chunk_index)`` subjects per chunk.
+
+    Returns:
+      the :class:`Progress` after chunk ``stop − 1``.
+    """
+    violations = list(progress.violations)
+    count, seconds = int(progress.violation_count), float(progress.seconds)
+    for chunk_index in range(first, stop):
+        began = time.perf_counter()
+        for index, payload in step(chunk_index):
+            if len(violations) >= max_witnesses:
+                count += 1
+                continue
+            found = verify(index, payload)
+            if found is not None:
+                count += 1
+                violations.append(found)
+        seconds += time.perf_counter() - began
+        save(chunk_index + 1, Progress(violations, count, seconds))
+        if bar is not None:
+            bar.update(size(chunk_index))
+            bar.set_postfix(violations=count)
+    if bar is not None:
+        bar.close()
+    return Progress(violations, count, seconds)

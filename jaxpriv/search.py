@@ -58,7 +58,7 @@ import optax
 from jax.scipy.special import logsumexp
 from jax.sharding import Mesh, PartitionSpec
 
-from jaxpriv import certify, io, registry, retractions, runstate
+from jaxpriv import certify, io, registry, retractions, runstate, statistical_audit
 from jaxpriv.errors import InputError
 from jaxpriv.mechanisms import Mechanism, Records
 
@@ -218,9 +218,21 @@ def clip_grid(relation, grid) -> tuple[float, ...]:
     return tuple(float(v) for v in np.linspace(top / count, top, count))
 
 
-def make_config(relation: str, n: int, m: int, grid, **overrides) -> SearchConfig:
-    """A validated :class:`SearchConfig` (``grid``: a sequence or a :func:`parse_grid` string)."""
+SETTING_OPTIONS = ("t_max",)
+"""Options only a search of settings takes (ignored for mechanisms)."""
+
+
+def make_config(relation: str, n: int, m: int, grid, **overrides):
+    """A validated :class:`SearchConfig` (``grid``: a sequence or a :func:`parse_grid` string),
+    or, for a claim about an estimator, the setting subject's
+    :class:`jaxpriv.statistical_audit.StatConfig` (its own grid where ``grid`` is ``None``)."""
     rel = registry.get(relation)
+    if rel.kind != "mechanism":
+        if isinstance(grid, str):
+            grid = parse_grid(grid)
+        settings = {k: v for k, v in overrides.items() if k not in ("k", "r", "param", "law")}
+        return statistical_audit.make_config(rel.id, "search", grid=grid, n=n, **settings)
+    overrides = {k: v for k, v in overrides.items() if k not in SETTING_OPTIONS}
     k, r = int(overrides.pop("k", 0) or 0), int(overrides.pop("r", 0) or 0)
     records = None
     if rel.kind == "mechanism" and rel.needs_records:
@@ -712,9 +724,14 @@ def run(config: SearchConfig, out: str | os.PathLike | None = None, resume: bool
       write: the outputs layer's writer, ``write(out_dir, result, relation)``, called when the
         search is complete and has a directory (e.g. :func:`jaxpriv.report.write_search`).
 
+    A search of settings (a claim about an estimator) runs its relation's search strategy
+    (:func:`jaxpriv.statistical_audit.run`) with the same run directory and witness round trip.
+
     Returns:
       a :class:`SearchResult`; ``rows`` hold float64 levels of real witnesses.
     """
+    if isinstance(config, statistical_audit.StatConfig):
+        return statistical_audit.run(config, out, resume=resume, progress=progress, write=write)
     optimizer = optimizer or default_optimizer(config)
     out_dir = runstate.prepare(out, resume, STATE_FILE, "search")
     began = time.perf_counter()

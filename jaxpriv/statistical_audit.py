@@ -1,11 +1,13 @@
-"""The engine for statistical claims (a subject that is a *setting* of an estimator rather than
-a mechanism, e.g. R14's ``(T, κ₁, ε)``), with the run-directory contract of :mod:`jaxpriv.sweep`
-and :mod:`jaxpriv.search` (``summary.json``, ``envelope.csv``, ``envelope.png``, ``witnesses/``).
+"""The setting subject: claims about an estimator (their subject is a *setting*, e.g. R14's
+``(T, κ₁, ε)``, rather than a mechanism), swept and searched through :func:`jaxpriv.sweep.run`
+and :func:`jaxpriv.search.run` with their run-directory contract (``summary.json``,
+``envelope.csv``, ``envelope.png``, ``witnesses/``).
 
-The engine is generic: what to draw, how to evaluate a chunk of settings, what a witness file
-holds and how to search come from the relation's record
-(:class:`jaxpriv.registry.StatisticalRelation`, its :class:`Strategies`); it never branches on
-an id. The premise level ``x`` is ε; envelope rows are ε bins (sweep) or ε grid points (search),
+What to draw, how to evaluate a chunk of settings, what a witness file holds and how to search
+come from the relation's record (:class:`jaxpriv.registry.StatisticalRelation`, its
+:class:`Strategies`: R14's breakpoint search and R15's optax search are strategies); the chunk
+loop, checkpoints, resume and the witness round trip are the sweep's own
+(:mod:`jaxpriv.runstate`). Nothing here names a relation. The premise level ``x`` is ε; envelope rows are ε bins (sweep) or ε grid points (search),
 each holding its lowest-slack setting.
 
 Every reported violation is re-checked from scratch by the registry's check and saved as a
@@ -212,51 +214,46 @@ def run_sweep(config: StatConfig, out_dir: Path | None, resume: bool, progress: 
     width = len(relation.fields)
     state = _load_checkpoint(out_dir, config) if resume else _empty_state(relation)
     with jax.enable_x64(True):
-        step, table = strategies.sweep_step(config)
+        compiled, table = strategies.sweep_step(config)
+
+        def step(chunk_index):
+            key = jax.random.fold_in(jax.random.key(config.seed), chunk_index)
+            outputs = [np.asarray(a) for a in compiled(key, table)]
+            size = min(config.chunk, config.count - chunk_index * config.chunk)
+            outputs = [a[:size] if a.ndim and a.shape[0] == config.chunk else a
+                       for a in outputs]
+            settings, log_y, log_bound = outputs[:width], outputs[width], outputs[width + 1]
+            if strategies.on_chunk is not None:
+                strategies.on_chunk(state, config, settings, log_y, outputs[width + 2:])
+            offset = chunk_index * config.chunk
+            _merge_bins(config, strategies.fields, state["bins"], settings[-1],
+                        log_bound - log_y, settings, offset)
+            return [(offset + int(i), strategies.fields(tuple(a[i] for a in settings)))
+                    for i in np.flatnonzero(strategies.violated(log_y, log_bound))]
+
+        def verify(index, fields):
+            return _verify(config.relation, fields, out_dir, f"{config.relation}-{index}")
+
+        def save(next_chunk, found):
+            state.update(next_chunk=next_chunk, **found._asdict())
+            if out_dir is not None:
+                _save_checkpoint(out_dir, config, state)
+
         bar = progress_bar(config, state["next_chunk"] * config.chunk, config.count, progress,
                            "setting")
         stop = config.chunks if max_chunks is None else min(config.chunks,
                                                             state["next_chunk"] + max_chunks)
-        for chunk_index in range(state["next_chunk"], stop):
-            began = time.perf_counter()
-            key = jax.random.fold_in(jax.random.key(config.seed), chunk_index)
-            outputs = [np.asarray(a) for a in step(key, table)]
-            size = min(config.chunk, config.count - chunk_index * config.chunk)
-            outputs = [a[:size] if a.ndim and a.shape[0] == config.chunk else a for a in outputs]
-            settings, log_y, log_bound = outputs[:width], outputs[width], outputs[width + 1]
-            log_slack = log_bound - log_y
-            violated = strategies.violated(log_y, log_bound)
-            if strategies.on_chunk is not None:
-                strategies.on_chunk(state, config, settings, log_y, outputs[width + 2:])
-            offset = chunk_index * config.chunk
-            _merge_bins(config, strategies.fields, state["bins"], settings[-1], log_slack,
-                        settings, offset)
-            for i in np.flatnonzero(violated):
-                if len(state["violations"]) >= config.max_witnesses:
-                    state["violation_count"] += 1  # counted on the float64 sweep arithmetic
-                    continue
-                fields = strategies.fields(tuple(a[i] for a in settings))
-                found = _verify(config.relation, fields, out_dir,
-                                f"{config.relation}-{offset + i}")
-                if found is not None:
-                    state["violation_count"] += 1
-                    state["violations"].append(found)
-            state["next_chunk"] = chunk_index + 1
-            state["seconds"] += time.perf_counter() - began
-            if out_dir is not None:
-                _save_checkpoint(out_dir, config, state)
-            if bar is not None:
-                bar.update(size)
-                bar.set_postfix(violations=state["violation_count"])
-        if bar is not None:
-            bar.close()
+        found = runstate.run_chunks(
+            state["next_chunk"], stop, step, verify, save,
+            runstate.Progress(state["violations"], state["violation_count"], state["seconds"]),
+            max_witnesses=config.max_witnesses, bar=bar,
+            size=lambda chunk_index: min(config.chunk, config.count - chunk_index * config.chunk))
     if state["next_chunk"] < config.chunks:
-        return StatResult(config, [], state["violations"], state["violation_count"],
-                          state["seconds"], {})
+        return StatResult(config, [], found.violations, found.violation_count, found.seconds, {})
     rows = _envelope_rows(config, state["bins"], out_dir)
     extra = strategies.summary(state, config) if strategies.summary else {}
-    return StatResult(config, rows, state["violations"], state["violation_count"],
-                      state["seconds"], extra)
+    return StatResult(config, rows, found.violations, found.violation_count, found.seconds,
+                      extra)
 
 
 def _envelope_rows(config: StatConfig, bins: dict, out_dir: Path | None) -> list[dict]:

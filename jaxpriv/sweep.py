@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
-from jaxpriv import fused, io, registry, runstate, samplers
+from jaxpriv import fused, io, registry, runstate, samplers, statistical_audit
 from jaxpriv.errors import InputError
 from jaxpriv.mechanisms import Mechanism, Records
 
@@ -107,13 +107,23 @@ def sampler_spec(config: SweepConfig, relation=None) -> samplers.SamplerSpec:
                                 records=config.records)
 
 
+SETTING_OPTIONS = ("t_max", "draws", "mc_settings")
+"""Options only a sweep of settings takes (ignored for mechanisms)."""
+
+
 def make_config(relation: str, n: int, m: int, count: int, seed: int = 0,
-                chunk: int | None = None, memory_mb: float = 1024.0, **overrides) -> SweepConfig:
-    """A validated :class:`SweepConfig` with the relation's default bins and a chunk size
-    derived from ``memory_mb`` (about 64 float32 words per entry of K per mechanism)."""
+                chunk: int | None = None, memory_mb: float = 1024.0, **overrides):
+    """A validated configuration for a sweep of ``relation``'s subject: a :class:`SweepConfig`
+    (mechanisms: the relation's default bins, a chunk size derived from ``memory_mb``, about
+    64 float32 words per entry of K per mechanism), or, for a claim about an estimator, the
+    setting subject's :class:`jaxpriv.statistical_audit.StatConfig` (``n`` secrets, ``x_bins``,
+    ``t_max``, ``draws``, … as that subject takes them)."""
     rel = registry.get(relation)
     if rel.kind != "mechanism":
-        raise InputError(f"{rel.id} is a statistical relation: jaxpriv.statistical_audit sweeps it")
+        settings = {k: v for k, v in overrides.items() if k not in ("k", "r")}
+        return statistical_audit.make_config(rel.id, "sweep", count=count, seed=seed,
+                                             chunk=chunk, n=n, **settings)
+    overrides = {k: v for k, v in overrides.items() if k not in SETTING_OPTIONS}
     relation_id = rel.id
     k, r = int(overrides.pop("k", 0) or 0), int(overrides.pop("r", 0) or 0)
     if rel.needs_records:
@@ -420,6 +430,10 @@ def run(config: SweepConfig, out: str | os.PathLike | None = None, resume: bool 
         write: Callable | None = None) -> SweepResult:
     """Run (or resume) a sweep; with ``out``, checkpoint after every chunk.
 
+    One engine for every subject: a sweep of settings (a claim about an estimator) runs its
+    relation's strategies through the same chunk loop (:func:`jaxpriv.runstate.run_chunks`),
+    run directory, checkpoint and witness round trip (:func:`jaxpriv.statistical_audit.run`).
+
     Args:
       config: from :func:`make_config`.
       out: run directory (checkpoint, ``witnesses/``; the outputs layer adds ``summary.json``,
@@ -432,6 +446,9 @@ def run(config: SweepConfig, out: str | os.PathLike | None = None, resume: bool 
       write: the outputs layer's writer, ``write(out_dir, result, relation)``, called when the
         sweep is complete and has a directory (e.g. :func:`jaxpriv.report.write_sweep`).
     """
+    if isinstance(config, statistical_audit.StatConfig):
+        return statistical_audit.run(config, out, resume=resume, progress=progress,
+                                     max_chunks=max_chunks, write=write)
     relation = relation or registry.get(config.relation)
     options = relation.options
     out_dir = runstate.prepare(out, resume, CHECKPOINT, "sweep")
@@ -440,45 +457,37 @@ def run(config: SweepConfig, out: str | os.PathLike | None = None, resume: bool 
     if resume:
         state, start, done = load_checkpoint(out_dir, config)
     began = time.perf_counter()
-    step = make_step(config, relation).lower(state, jnp.int32(start)).compile()
+    compiled = make_step(config, relation).lower(state, jnp.int32(start)).compile()
     screen = float64_screen(config, relation, options)
     compile_seconds = time.perf_counter() - began
-    violations: list[dict[str, Any]] = list(done["violations"])
-    violation_count = int(done["violation_count"])
-    seconds = float(done["seconds"])
+    current = {"state": state}
+
+    def step(chunk_index):
+        current["state"], candidates = compiled(current["state"], jnp.int32(chunk_index))
+        return [(int(candidates.index[k]), (candidates, k))
+                for k in violated_in_float64(config, screen, candidates)]
+
+    def verify(index, payload):
+        candidates, k = payload
+        target = runstate.witness_path(out_dir, f"{config.relation}-{index}")
+        found = runstate.verify_witness(relation, record_mechanism(config, candidates, k),
+                                        options, target, index)
+        return None if found is None else runstate.keep(found, out_dir)
+
+    def save(next_chunk, progress):
+        jax.block_until_ready(current["state"])
+        if out_dir is not None:
+            save_checkpoint(out_dir, config, current["state"], next_chunk, progress._asdict())
+
     bar = runstate.progress_bar(config.count, min(start * config.chunk, config.count), "mech",
                                 f"sweep {config.relation}", progress)
     stop = config.chunks if max_chunks is None else min(config.chunks, start + max_chunks)
-    for chunk_index in range(start, stop):
-        began = time.perf_counter()
-        state, candidates = step(state, jnp.int32(chunk_index))
-        for k in violated_in_float64(config, screen, candidates):
-            if len(violations) >= config.max_witnesses:
-                # past the files' cap the compiled float64 recomputation is the verification
-                # (an eager check, save and re-read per violation made violation-dense sweeps
-                # crawl: R12 at 22k mechanisms/s)
-                violation_count += 1
-                continue
-            index = int(candidates.index[k])
-            mech = record_mechanism(config, candidates, k)
-            target = runstate.witness_path(out_dir, f"{config.relation}-{index}")
-            found = runstate.verify_witness(relation, mech, options, target, index)
-            if found is None:
-                continue
-            violation_count += 1
-            violations.append(runstate.keep(found, out_dir))
-        jax.block_until_ready(state)
-        if out_dir is not None:
-            save_checkpoint(out_dir, config, state, chunk_index + 1,
-                            {"violations": violations, "violation_count": violation_count,
-                             "seconds": seconds + time.perf_counter() - began})
-        seconds += time.perf_counter() - began
-        if bar is not None:
-            bar.update(min(config.chunk, config.count - chunk_index * config.chunk))
-            bar.set_postfix(violations=violation_count)
-    if bar is not None:
-        bar.close()
-    result = SweepResult(config, state, violations, violation_count, seconds, compile_seconds)
+    found = runstate.run_chunks(
+        start, stop, step, verify, save, runstate.Progress(**done),
+        max_witnesses=config.max_witnesses, bar=bar,
+        size=lambda chunk_index: min(config.chunk, config.count - chunk_index * config.chunk))
+    result = SweepResult(config, current["state"], found.violations, found.violation_count,
+                         found.seconds, compile_seconds)
     if out_dir is not None and stop == config.chunks:
         result = result._replace(rows=envelope_rows(out_dir, result, relation),
                                  worst=worst_point(result, relation, out_dir))
