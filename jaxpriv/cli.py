@@ -473,10 +473,11 @@ def _audit(args) -> int:
     workers = audit.default_workers() if args.workers is None else args.workers
     summary = audit.run(spend, ids, args.out, seed=args.seed, progress=not args.quiet,
                         memory_mb=args.memory_mb, workers=workers)
-    print(f"\n{'id':<4} {'verdict':<22} {'worst slack':>12}  envelope     witness")
+    width = max([4] + [len(v["relation"]) for v in summary["relations"]])
+    print(f"\n{'id':<{width}} {'verdict':<22} {'worst slack':>12}  envelope     witness")
     for v in summary["relations"]:
         slack = "n/a" if v["worst_slack"] is None else f"{v['worst_slack']:.4g}"
-        print(f"{v['relation']:<4} {v['verdict']:<22} {slack:>12}  {v['kind']:<12} "
+        print(f"{v['relation']:<{width}} {v['verdict']:<22} {slack:>12}  {v['kind']:<12} "
               f"{v['witness'] or ''}")
     print(f"report: {args.out}/report.md, {args.out}/report.html "
           f"({summary['seconds']:.0f} s)")
