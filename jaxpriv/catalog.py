@@ -21,10 +21,6 @@ from jax.scipy.special import logsumexp
 from jaxpriv import databases, notions, retractions
 from jaxpriv.registry import REQUIRED, Notion, Source, register
 
-FAIL_VALUE = 2.0
-"""Output value of a failing output under soft gates (``|v − μ| > α`` with ``μ = 0, α = 1``)."""
-
-
 def safe_log(v):
     """``log v``, with a finite floor and a zero gradient at ``v = 0`` (a constant mechanism)."""
     positive = v > 0

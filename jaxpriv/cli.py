@@ -1,12 +1,16 @@
 """The ``jaxpriv`` command line.
 
-    jaxpriv eval FILE.json [--json]           every core level of a mechanism
-    jaxpriv check RELATION FILE.json [--json] check one published relation on a mechanism
-    jaxpriv relations [--json]                the registry
+    jaxpriv eval FILE.json [--json]           every registered notion's level on a mechanism
+    jaxpriv check RELATION FILE.json [--json] check one registered relation on a mechanism
+    jaxpriv relations [--json]                the registered relations
+    jaxpriv notions [--json]                  the registered notions
     jaxpriv sweep --relation R5 ...           random sweep of a relation (see --help)
     jaxpriv search --relation R5 ...          adversarial tightness search (see --help)
     jaxpriv audit [--budget quick] [--out DIR] every relation: sweep, search, certify, report
     jaxpriv show WITNESS.json                 a witness's levels, and its relation re-checked
+
+Every command takes ``--plugin FILE.py`` (repeatable): a file that registers notions and
+relations (:mod:`jaxpriv.registry`); installed ``jaxpriv.plugins`` entry points load too.
 
 Exit status: 0 success (for ``check``: the bound holds or its condition does not apply),
 1 ``check``, ``show``, ``sweep`` or ``search`` found the bound violated (verified in float64), 2 bad input (one line on stderr, never a traceback).
@@ -50,7 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser = add_parser
 
     p = sub.add_parser("eval", help="every registered notion's level on the mechanism in a JSON "
-                       "file (at default parameters; a file's 'law', 'mu', ... are used)")
+                       "file (at default parameters; the file's values where a notion has no "
+                       "default, e.g. 'mu', 'alpha', 'd_true')")
     p.add_argument("file", help="mechanism JSON (SPEC §4): {\"K\": [[...]], \"prior\": [...], ...}")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -258,6 +263,7 @@ def _print_levels(result: dict[str, Any]) -> None:
     print(f"mechanism: {result['n']} secrets × {result['m']} outputs (float64; unit after each "
           "level)")
     labels = {k: v for k, v in _labels().items() if k in result}
+    labels.update({k: k for k in result if k not in labels and k not in ("n", "m")})
     width = max(len(v) for v in labels.values())
     for key, label in labels.items():
         unit = registry.NOTIONS[key].unit if key in registry.NOTIONS else ""
@@ -498,7 +504,7 @@ def _show(args) -> int:
         print("setting: " + ", ".join(f"{k} = {_fmt(_plain(data[k]))}" for k in relation.fields
                                       if k in data))
     elif not args.json:
-        _eval(argparse.Namespace(file=args.file, json=False, plugin=[]))
+        _eval(argparse.Namespace(file=args.file, json=False))
         print()
     return _report_check(relation, certify.check_witness(args.file), args.json)
 
@@ -617,10 +623,6 @@ def _notions(args) -> int:
 
 
 # -- formatting --------------------------------------------------------------------------------
-
-
-def _has(d: dict, *keys: str) -> bool:
-    return all(d.get(k) is not None for k in keys)
 
 
 def _plain(v):

@@ -43,7 +43,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import inspect
-import math
 import re
 import sys
 from pathlib import Path
@@ -83,6 +82,10 @@ REQUIRED: Any = _Required()
 """Default of a notion parameter that has none: evaluating without it is an input error."""
 
 _KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]*$")
+RESERVED_PARAMS = frozenset({"K", "prior", "belief", "values", "records", "relation", "index",
+                             "claimed", "parameter", "eps", "beta", "grid_point", "restart",
+                             "gates"})
+"""Keys a witness file already uses: a notion parameter may not take one of these names."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -173,6 +176,10 @@ class Notion:
                              f"{self.unit!r}")
         if not isinstance(self.params, Mapping):
             raise InputError(f"{what}: params must be a mapping of parameter names to defaults")
+        clash = sorted(set(self.params) & RESERVED_PARAMS)
+        if clash:
+            raise InputError(f"{what}: parameter name(s) {', '.join(clash)} are reserved (a "
+                             "witness file uses them); choose others")
         object.__setattr__(self, "params", dict(self.params))
         object.__setattr__(self, "screen_requires", dict(self.screen_requires))
 
@@ -197,8 +204,8 @@ class Notion:
         """Whether the float32 ``screen`` computes this level at ``options``."""
         if self.screen is None:
             return False
-        resolved = {name: options.get(name, self.params.get(name)) for name in
-                    self.screen_requires}
+        resolved = {name: self.params.get(name) if options.get(name) is None else options[name]
+                    for name in self.screen_requires}
         return all(resolved[name] == value for name, value in self.screen_requires.items())
 
     @property
@@ -592,7 +599,9 @@ def _derive_hints(relation: Relation) -> None:
     """Fill a relation's missing sampling and search hints from its condition parameter's
     ``held_by`` (records are frozen: set once, at registration)."""
     held = NOTIONS[relation.parameter].held_by if relation.parameter else None
-    fixed = relation.parameter_limit is not None
+    # a limit of (about) 0 pins the condition (a uniform prior, b = π); any other limit is
+    # explored like a free parameter, the check enforcing the limit
+    fixed = relation.parameter_limit is not None and relation.parameter_limit <= 1e-9
     if relation.sampling is None:
         if held == "prior":
             hint = Sampling(prior="uniform") if fixed else Sampling(prior="close", param_max=3.0,

@@ -1,4 +1,6 @@
-"""Run-directory outputs of a sweep: ``summary.json``, ``envelope.csv``, witnesses, a plot.
+"""The outputs layer: run-directory files written from engine results (``summary.json``,
+``envelope.csv``, figures) and the audit report. It reads what the engines computed and
+verified (their witnesses are saved by the engines); engines never import it.
 
 Output contract (relied on by scripts and the audit):
 
@@ -11,7 +13,7 @@ Output contract (relied on by scripts and the audit):
   (the claim at the cell's upper edges), ``slack`` (``bound / conclusion``), ``count``,
   ``witness`` (file relative to the run directory).
 
-Every number written here is recomputed in float64 from the saved witness.
+Every number written here is a float64 level the engine recomputed from the saved witness.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxpriv import io, registry
+from jaxpriv import registry
 
 ENVELOPE_COLUMNS = ("x", "param", "premise", "parameter", "conclusion", "bound", "slack", "count",
                     "witness")

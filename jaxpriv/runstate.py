@@ -94,9 +94,18 @@ def progress_bar(total: int, initial: int, unit: str, desc: str, enabled: bool =
                 smoothing=0.1, dynamic_ncols=True)
 
 
+_SCRATCH: list[Path] = []
+
+
 def witness_path(out_dir: Path | None, name: str) -> Path:
-    """Where a witness named ``name`` goes (a temporary directory without a run directory)."""
-    base = out_dir if out_dir is not None else Path(tempfile.gettempdir()) / "jaxpriv-witnesses"
+    """Where a witness named ``name`` goes: the run directory's ``witnesses/``, or, for a run
+    without one, a temporary directory of this process's own (two runs never share files)."""
+    if out_dir is None:
+        if not _SCRATCH:
+            _SCRATCH.append(Path(tempfile.mkdtemp(prefix="jaxpriv-witnesses-")))
+        base = _SCRATCH[0]
+    else:
+        base = out_dir
     path = base / WITNESSES / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
@@ -122,15 +131,15 @@ def levels_dict(result) -> dict[str, float]:
             "slack": float(result.slack)}
 
 
-def verify_witness(relation, mech: Mechanism, options: dict[str, Any], path: Path, index: int,
-                   **extras: Any) -> dict | None:
+def verify_witness(relation, mech: Mechanism, options: dict[str, Any], path: Path, index: int
+                   ) -> dict | None:
     """Re-check ``mech`` in float64; if it violates the relation, save it as a witness JSON,
     re-read the file and re-check that; return its levels, or ``None`` (no file left behind)
     if the violation does not survive."""
     result = relation.check(mech, **options)
     if not bool(result.violated):
         return None
-    io.save_mechanism(path, mech, relation=relation.id, index=int(index), **options, **extras,
+    io.save_mechanism(path, mech, relation=relation.id, index=int(index), **options,
                       claimed=levels_dict(result))
     reloaded, saved = io.load_mechanism(path)
     again = relation.check(reloaded, **{k: saved.get(k) for k in options})

@@ -55,10 +55,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from jax.scipy.special import logsumexp
 from jax.sharding import Mesh, PartitionSpec
 
-from jaxpriv import certify, io, registry, retractions, runstate, statistical_audit
+from jaxpriv import catalog, certify, io, registry, retractions, runstate, statistical_audit
 from jaxpriv.errors import InputError
 from jaxpriv.mechanisms import Mechanism, Records
 
@@ -122,7 +121,8 @@ class SearchConfig:
       relation: registry id.
       n, m: mechanism shape.
       grid: premise levels ``x`` (nats, > 0).
-      param: the condition parameter ``ε`` (R3–R5); 0 elsewhere.
+      param: the condition parameter ``ε`` where the relation's bound is claimed at a gridded
+        one (its search hint ``gridded_parameter``); 0 elsewhere.
       law: ABP observation law, ``"record"`` or ``"output"`` (the max over the true secret, or
         the output, is part of the smoothed objective).
       restarts: independent optimizations per grid point (rounded up to the device count).
@@ -351,12 +351,6 @@ def build(params: Params, x, eps, relation, setup: SearchSetup, temperature=None
 # --------------------------------------------------------------------------------------------
 
 
-def _safe_log(v):
-    """``log v``, with a finite floor and a zero gradient at ``v = 0`` (a constant mechanism)."""
-    positive = v > 0
-    return jnp.where(positive, jnp.log(jnp.where(positive, v, 1.0)), -1e4)
-
-
 def _log_level(key: str, mech: Mechanism, options, temperature, gates):
     """``log`` of notion ``key``'s level: its surrogate (which returns the log of a smoothed
     level, maxima at ``temperature``; soft ``gates`` where the search uses them) if it has one,
@@ -368,7 +362,7 @@ def _log_level(key: str, mech: Mechanism, options, temperature, gates):
         if gates is not None:
             params["gates"] = gates
         return notion.surrogate(mech, temperature, **params)
-    return _safe_log(notion.level(mech, **params))
+    return catalog.safe_log(notion.level(mech, **params))
 
 
 def log_conclusion(mech: Mechanism, gates, relation, options, temperature):
@@ -561,7 +555,7 @@ def initial_state(config: SearchConfig, optimizer: optax.GradientTransformation)
 def candidate_mechanisms(config: SearchConfig, params: Params) -> Mechanism:
     """The float64 mechanisms of parameters shaped ``(G, T, ...)`` (``T`` candidates per grid
     point), built again from scratch with the retraction in float64 at each grid point, as one
-    batch ``(G, T, V, n, m)``. ``V = 1``, except for R6: one per binary gate set tried (the
+    batch ``(G, T, V, n, m)``. ``V = 1``, except with gates (PAC notions): one per binary gate set tried (the
     gates rounded, then each single failing output)."""
     relation = registry.get(config.relation)
     setup = config.setup

@@ -24,7 +24,6 @@ Examples:
 from __future__ import annotations
 
 import functools
-import math
 from typing import NamedTuple
 
 import jax

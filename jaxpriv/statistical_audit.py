@@ -80,10 +80,10 @@ class StatConfig:
       count, chunk: sweep settings, and settings per compiled step.
       x_max, x_bins: ε bins ``[0, x_max]`` of the sweep envelope.
       grid: ε grid of the search.
-      t_max: largest sample count ``T`` (R14).
+      t_max: largest sample count ``T`` (a binomial-tail claim's strategies read it).
       mc_settings, draws: Monte Carlo check of R14's exact tails, on this many settings per
         chunk with this many binomial draws each.
-      n: secrets of ``κ₁, κ₂`` (R15).
+      n: length of the distributions a setting holds (e.g. ``κ₁, κ₂``).
       restarts, steps, learning_rate: the R15 search's optax runs per grid point.
       max_witnesses: violations saved as files (later ones are counted).
       seed: PRNG seed.

@@ -37,7 +37,7 @@ from jaxpriv import statistical
 from jaxpriv.errors import InputError
 from jaxpriv.registry import (ATOL, RTOL, CheckResult, Source, StatisticalRelation, register,
                               slack)
-from jaxpriv.statistical_audit import Strategies, progress_bar
+from jaxpriv.statistical_audit import StatConfig, Strategies, progress_bar
 
 MC_DELTA = 1e-9
 """Per-setting probability that a correct exact tail falls outside its Monte Carlo interval."""

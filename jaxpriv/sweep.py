@@ -92,11 +92,6 @@ class SweepConfig:
         return Records(self.k, self.r) if self.r else None
 
 
-def needs_records(relation) -> bool:
-    """Whether the relation's notions are defined on databases (a records layout is needed)."""
-    return relation.needs_records
-
-
 def sampler_spec(config: SweepConfig, relation=None) -> samplers.SamplerSpec:
     """What the sweep draws: the relation's sampling hint, with the records layout where it has
     one."""
@@ -514,7 +509,10 @@ def envelope_rows(out_dir: Path, result: SweepResult, relation) -> list[dict]:
         io.save_mechanism(out_dir / name, mech, relation=relation.id,
                           index=int(env.index[cell]), **options)
         with jax.enable_x64(True):
-            used = float(checked.parameter) if p_edge is None else p_edge
+            # the claim at the cell's edges; a bound that scales with the parameter is claimed
+            # at the witness's own (a bin edge would overstate the room)
+            measured = p_edge is None or relation.scales_with_parameter
+            used = float(checked.parameter) if measured else p_edge
             bound = float(relation.bound(jnp.float64(x_edge), jnp.float64(used)))
             slack = float(registry.slack(bound, float(checked.conclusion)))
         rows.append({"x": x_edge, "param": "" if p_edge is None else p_edge,

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import jaxpriv
-from jaxpriv import (InputError, Notion, Relation, Source, audit, cli, families, registry,
+from jaxpriv import (InputError, Notion, Relation, audit, cli, families, registry,
                      retractions, search, sweep)
 from jaxpriv.mechanisms import Mechanism
 
@@ -97,6 +97,7 @@ def test_level_is_the_float64_reference_and_checks_its_parameters():
     (lambda: Notion("1bad", tv_rows), "notion key must be"),
     (lambda: Notion("ok", 3.0), "level must be a function"),
     (lambda: Notion("ok", tv_rows, unit="furlongs"), "unit must be one of"),
+    (lambda: Notion("ok", tv_rows, params={"prior": 0.5}), "prior are reserved"),
     (lambda: Relation(id="X 1", statement="", premise="ldp", conclusion="mbp",
                       bound=lambda x, *p: x), "relation id must be"),
     (lambda: Relation(id="X1", statement="s", premise="ldp", conclusion="mbp", bound=1.0),
@@ -121,6 +122,25 @@ def test_register_checks_what_a_relation_refers_to(scratch):
     with pytest.raises(InputError, match="takes a Notion"):
         registry.register("R1")
     assert "X1" not in registry.REGISTRY
+
+
+def test_hints_follow_the_condition_parameter(scratch):
+    """A relation that gives no hints gets them from its condition parameter's ``held_by``: a
+    pinned uniform prior only for a limit of (about) 0, else priors explored up to the limit."""
+    def make(rid, **kw):
+        return scratch(Relation(id=rid, statement="s", premise="ldp", conclusion="mbp",
+                                parameter="eps_unif", bound=lambda x, e: x + e, **kw))
+    pinned = make("H1", parameter_limit=1e-12)
+    assert pinned.sampling.prior == "uniform" and pinned.search.prior == "uniform"
+    limited = make("H2", parameter_limit=0.5)
+    assert limited.sampling.prior == "close" and limited.search.prior == "close"
+    assert limited.search.gridded_parameter
+    free = scratch(Relation(id="H3", statement="s", premise="mbp", conclusion="abp",
+                            parameter="eps_bel", bound=lambda x, e: x + e))
+    assert free.sampling.belief_eps_max > 0 and free.search.belief == "close"
+    plain = scratch(Relation(id="H4", statement="s", premise="ldp", conclusion="mbp",
+                             bound=lambda x, *e: x))
+    assert plain.sampling == registry.Sampling() and plain.search == registry.SearchHints()
 
 
 def test_select_takes_ids_and_prefixes():
