@@ -168,6 +168,16 @@ def save_state(path: Path, state: Any, config: dict[str, Any], progress: dict[st
     atomic_write(path, lambda f: np.savez(f, **arrays), mode="wb")
 
 
+def check_same_config(run_dir: Path, saved: Any, config: dict[str, Any]) -> None:
+    """An InputError naming the settings that differ unless a checkpoint's ``saved`` config is
+    ``config`` (compared as JSON: tuples as lists, as they were saved)."""
+    config = json.loads(json.dumps(config))
+    if saved != config:
+        differing = sorted(k for k, v in config.items() if (saved or {}).get(k) != v)
+        raise InputError(f"{run_dir}: the checkpoint was made with different settings "
+                         f"({', '.join(differing)}); resume with the same arguments")
+
+
 def load_state(path: Path, like: Any, config: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """The state (shaped like the pytree ``like``) and progress record saved by :func:`save_state`;
     an InputError if the file is missing or unreadable, or was written with another ``config``."""
@@ -179,11 +189,7 @@ def load_state(path: Path, like: Any, config: dict[str, Any]) -> tuple[Any, dict
             leaves = [jax.numpy.asarray(data[f"a{i}"]) for i in range(len(data.files) - 1)]
     except (OSError, ValueError, KeyError) as error:
         raise InputError(f"{path}: unreadable checkpoint ({error})") from None
-    config = json.loads(json.dumps(config))  # tuples as lists, as they were saved
-    if meta["config"] != config:
-        differing = sorted(k for k, v in config.items() if meta["config"].get(k) != v)
-        raise InputError(f"{path.parent}: the checkpoint was made with different settings "
-                         f"({', '.join(differing)}); resume with the same arguments")
+    check_same_config(path.parent, meta["config"], config)
     treedef = jax.tree_util.tree_structure(like)
     progress = {k: v for k, v in meta.items() if k != "config"}
     return jax.tree_util.tree_unflatten(treedef, leaves), progress

@@ -76,12 +76,7 @@ def load_record(out_dir: Path | None, name: str, config: dict[str, Any]) -> dict
     if not path.exists():
         raise InputError(f"{out_dir}: no checkpoint to resume (run without --resume first)")
     record = io.read_json(path)
-    saved = record.pop("config", None)
-    expected = json.loads(json.dumps(config))
-    if saved != expected:
-        differing = sorted(k for k, v in expected.items() if (saved or {}).get(k) != v)
-        raise InputError(f"{out_dir}: the checkpoint was made with different settings "
-                         f"({', '.join(differing)}); resume with the same arguments")
+    io.check_same_config(out_dir, record.pop("config", None), config)
     return record
 
 
