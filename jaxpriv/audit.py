@@ -39,7 +39,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from jaxpriv import certify, io, registry, report
+from jaxpriv import certify, io, registry, report, runstate
 from jaxpriv.errors import InputError
 
 TIGHT_SLACK = 1.01
@@ -176,8 +176,12 @@ def _finished(directory: Path, config) -> bool:
     path = directory / SUMMARY
     if not path.exists():
         return False
-    saved = json.loads(path.read_text()).get("config")
-    return saved == json.loads(json.dumps(dataclasses.asdict(config)))
+    try:
+        saved = io.read_json(path)
+    except InputError:  # a damaged summary: the run is finished again from its checkpoint
+        return False
+    return isinstance(saved, dict) and saved.get("config") == json.loads(
+        json.dumps(dataclasses.asdict(config)))
 
 
 def checkpoint_file(config) -> str | None:
@@ -199,7 +203,7 @@ def run_task(task: Task, out: Path, progress: bool = True) -> str:
     if _finished(directory, task.config):
         return "done"
     checkpoint = checkpoint_file(task.config)
-    resume = checkpoint is not None and (directory / checkpoint).exists()
+    resume = checkpoint is not None and runstate.has_checkpoint(directory, checkpoint)
     if task.kind == "sweep":
         sweep.run(task.config, directory, resume=resume, progress=progress,
                   write=report.write_sweep)
@@ -214,6 +218,8 @@ def _check_plan(out: Path, record: dict[str, Any]) -> None:
     path = out / PLAN
     if path.exists():
         saved = io.read_json(path)
+        if not isinstance(saved, dict):
+            raise InputError(f"{path}: not an audit plan; use a new --out")
         if {k: saved.get(k) for k in ("budget", "seed")} != {k: record[k] for k in
                                                              ("budget", "seed")}:
             raise InputError(f"{out} holds an audit with budget {saved.get('budget')!r}, seed "
@@ -245,15 +251,36 @@ def _run_relation(tasks: list[Task], out: Path, progress: bool) -> list[tuple[st
     return done
 
 
-def _relation_worker(tasks: list[Task], out: str, devices: int, plugins: list[str]
-                     ) -> list[tuple[str, str, float]]:
-    """:func:`_run_relation` in a fresh worker process with ``devices`` CPU devices and the
-    parent's plugins loaded."""
+def _relation_worker(tasks: list[Task], out: str) -> list[tuple[str, str, float]]:
+    """:func:`_run_relation` in a worker process (set up by :func:`_worker_setup`)."""
+    return _run_relation(tasks, Path(out), progress=False)
+
+
+WORKER_LOCK_WAIT = 10.0
+"""Seconds an audit worker waits for a run directory's lock: a worker of a killed audit may
+still be stopping (it notices within :data:`ORPHAN_POLL` seconds)."""
+
+ORPHAN_POLL = 0.25
+"""How often an audit worker checks that the audit that started it is still alive."""
+
+
+def _worker_setup(parent: int, devices: int, plugins: list[str]) -> None:
+    """Every worker process, once: ``devices`` CPU devices, the parent's plugins, a longer wait
+    for run-directory locks, and a watchdog that ends the worker at once when the audit that
+    started it is gone (``kill -9`` included), so no orphan keeps writing its directory."""
+    import threading
+
     import jax
 
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(ORPHAN_POLL)
+        os._exit(3)
+
+    threading.Thread(target=watch, name="jaxpriv-orphan-watch", daemon=True).start()
     jax.config.update("jax_num_cpu_devices", devices)
+    runstate.LOCK_WAIT = WORKER_LOCK_WAIT
     registry.load_plugins(plugins)
-    return _run_relation(tasks, Path(out), progress=False)
 
 
 def run(spend: Budget, ids: list[str], out: str | os.PathLike, seed: int = 0,
@@ -278,7 +305,14 @@ def run(spend: Budget, ids: list[str], out: str | os.PathLike, seed: int = 0,
     """
     if int(workers) != workers or workers < 1:
         raise InputError(f"--workers must be a positive integer, got {workers}")
-    out = Path(out)
+    out = runstate.writable_directory(out)
+    with runstate.lock(out, f"audit ({spend.name} budget)"):
+        return _run(spend, ids, out, seed, progress, memory_mb, workers, log)
+
+
+def _run(spend: Budget, ids: list[str], out: Path, seed: int, progress: bool, memory_mb: float,
+         workers: int, log: Callable[[str], None]) -> dict[str, Any]:
+    """:func:`run` holding the audit directory's lock."""
     _check_plan(out, {"budget": spend.name, "seed": seed, "relations": ids,
                       "budget_settings": dataclasses.asdict(spend)})
     tasks = plan(spend, ids, seed, memory_mb)
@@ -319,10 +353,11 @@ def _run_parallel(per_relation: dict[str, list[Task]], out: Path, workers: int, 
     devices = max(1, (os.cpu_count() or 1) // workers)
     bar = tqdm(total=len(per_relation), unit="relation", disable=not progress,
                desc=f"auditing ({workers} workers)")
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_worker_setup,
+                               initargs=(os.getpid(), devices, list(registry.LOADED_PLUGINS)))
     try:
-        plugins = list(registry.LOADED_PLUGINS)
-        pending = {pool.submit(_relation_worker, mine, str(out), devices, plugins): rid
+        pending = {pool.submit(_relation_worker, mine, str(out)): rid
                    for rid, mine in per_relation.items()}
         while pending:
             ready, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -332,6 +367,9 @@ def _run_parallel(per_relation: dict[str, list[Task]], out: Path, workers: int, 
                 bar.update(1)
                 bar.set_postfix_str(rid)
     except BaseException:
+        # stop the workers too: a worker left running would keep writing its directory
+        for process in (getattr(pool, "_processes", None) or {}).values():
+            process.terminate()
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     finally:
@@ -343,7 +381,11 @@ def _previous_verdicts(out: Path) -> dict[str, dict]:
     path = out / SUMMARY
     if not path.exists():
         return {}
-    return {v["relation"]: v for v in io.read_json(path).get("relations", [])}
+    try:
+        rows = io.read_json(path).get("relations", [])
+        return {v["relation"]: v for v in rows}
+    except (InputError, AttributeError, TypeError, KeyError):
+        return {}  # damaged: every verdict is assessed again from the run directories
 
 
 def _summary(spend: Budget, seed: int, verdicts: dict[str, dict], seconds: float) -> dict:

@@ -13,7 +13,10 @@ Every command takes ``--plugin FILE.py`` (repeatable): a file that registers not
 relations (:mod:`jaxpriv.registry`); installed ``jaxpriv.plugins`` entry points load too.
 
 Exit status: 0 success (for ``check``: the bound holds or its condition does not apply),
-1 ``check``, ``show``, ``sweep`` or ``search`` found the bound violated (verified in float64), 2 bad input (one line on stderr, never a traceback).
+1 ``check``, ``show``, ``sweep`` or ``search`` found the bound violated (verified in float64),
+2 anything a user can cause — bad input, an unwritable or full disk, a damaged checkpoint, a
+locked run directory, a broken plugin (one line on stderr naming it, never a traceback),
+3 a bug in jaxpriv (a traceback, and a line asking to report it), 130 interrupted.
 Everything is computed in float64.
 """
 
@@ -163,15 +166,18 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if args.version:
-        from jaxpriv import __version__
-        print(__version__)
-        return 0
-    if args.command is None:
-        _parser().print_help()
-        return 2
+    """Run the command line; every failure a user can cause is one line on stderr and exit 2.
+
+    Only a bug in jaxpriv shows a traceback, followed by a line asking to report it (exit 3)."""
     try:
+        args = _parser().parse_args(argv)
+        if args.version:
+            from jaxpriv import __version__
+            print(__version__)
+            return 0
+        if args.command is None:
+            _parser().print_help()
+            return 2
         from jaxpriv import registry
 
         registry.load_plugins(args.plugin)
@@ -180,10 +186,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "notions": _notions}
         return commands[args.command](args)
     except InputError as e:
-        print(f"jaxpriv: error: {e}", file=sys.stderr)
-        return 2
+        return _fail(str(e))
     except KeyboardInterrupt:
-        print("jaxpriv: interrupted", file=sys.stderr)
+        print("jaxpriv: interrupted (finished chunks are kept: run again with --resume; an "
+              "audit resumes by itself)", file=sys.stderr)
         return 130
     except BrokenPipeError:
         # the reader went away (``jaxpriv eval f.json | head``): not an error; keep Python's
@@ -191,6 +197,59 @@ def main(argv: Sequence[str] | None = None) -> int:
         import os
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as e:
+        return _fail(_os_problem(e))
+    except MemoryError:
+        return _fail("out of memory: lower --memory-mb or --chunk, or --count")
+    except Exception as e:  # noqa: BLE001 - sorted below: a plugin's, the device's, or a bug
+        return _unexpected(e)
+
+
+def _fail(message: str) -> int:
+    print(f"jaxpriv: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _os_problem(error: OSError) -> str:
+    """One line for a failed file operation: the path, the system's reason, what to do."""
+    import errno
+
+    where = f"{error.filename}: " if error.filename else ""
+    reason = error.strerror or str(error)
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        advice = ("free some space, then run the same command with --resume (an audit resumes "
+                  "by itself); finished work is kept")
+    elif error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        advice = "choose a path you can write, or fix its permissions"
+    else:
+        advice = "check the path and the disk"
+    return f"{where}{reason}; {advice}"
+
+
+def _unexpected(error: Exception) -> int:
+    """A plugin's own exception (named with its file and line), the device running out of
+    memory, or a bug in jaxpriv (traceback and a request to report it)."""
+    import traceback
+    from pathlib import Path
+
+    from jaxpriv import registry
+
+    plugins = {str(Path(f).resolve()) for f in registry.LOADED_PLUGINS}
+    frames = [f for f in traceback.extract_tb(error.__traceback__)
+              if str(Path(f.filename).resolve()) in plugins]
+    if frames:
+        frame = frames[-1]
+        return _fail(f"plugin {frame.filename} (line {frame.lineno}, in {frame.name}): "
+                     f"{type(error).__name__}: {error}; fix the plugin")
+    text = str(error)
+    if "RESOURCE_EXHAUSTED" in text or "out of memory" in text.lower():
+        return _fail("the device ran out of memory: lower --memory-mb or --chunk")
+    from jaxpriv import __version__
+
+    traceback.print_exception(error)
+    print(f"jaxpriv: internal error: this is a bug in jaxpriv {__version__}, not in your input; "
+          "please report it with the command line and the traceback above", file=sys.stderr)
+    return 3
 
 
 # -- eval --------------------------------------------------------------------------------------
@@ -359,11 +418,16 @@ def _print_check(relation, s: dict[str, Any]) -> None:
 def _sweep(args) -> int:
     import jax
 
-    from jaxpriv import registry, report, sweep
+    from jaxpriv import registry, sweep
 
     _use_cpu_cores(args.cpu_devices)
     if args.distributed:
-        jax.distributed.initialize()
+        try:
+            jax.distributed.initialize()
+        except Exception as error:  # noqa: BLE001 - JAX's message, on one line
+            raise InputError(f"--distributed: cannot join the process group "
+                             f"({type(error).__name__}: {error}); see the README's multi-host "
+                             "section") from None
     if args.bins < 1:
         raise InputError(f"--bins must be >= 1, got {args.bins}")
     ids = _relation_ids(args.relation)
@@ -378,6 +442,16 @@ def _sweep(args) -> int:
             if len(ids) == 1:
                 raise
             print(f"{rid}: skipped ({error})", file=sys.stderr)
+    if not configs:
+        raise InputError(f"--relation {args.relation}: no relation could be swept with these "
+                         "settings (see the lines above)")
+    with _locked_out(args, "sweep"):
+        return _sweep_runs(args, configs)
+
+
+def _sweep_runs(args, configs) -> int:
+    from jaxpriv import registry, report, sweep
+
     worst_code = 0
     for config, run_dir, resume in _runs(args, configs):
         result = sweep.run(config, run_dir, resume=resume, progress=not args.quiet,
@@ -397,7 +471,7 @@ def _sweep(args) -> int:
 def _search(args) -> int:
     from pathlib import Path
 
-    from jaxpriv import registry, report, search
+    from jaxpriv import registry, search
 
     _use_cpu_cores(args.cpu_devices)
     grid = search.parse_grid(args.grid or "0.05:3:60")
@@ -420,6 +494,20 @@ def _search(args) -> int:
             if len(ids) == 1:
                 raise
             print(f"{rid}: skipped ({error})", file=sys.stderr)
+    if not configs:
+        raise InputError(f"--relation {args.relation}: no relation could be searched with these "
+                         "settings (see the lines above)")
+    if args.sweep is not None and not Path(args.sweep).is_dir():
+        raise InputError(f"--sweep {args.sweep}: not a sweep run directory (no such directory)")
+    with _locked_out(args, "search"):
+        return _search_runs(args, configs)
+
+
+def _search_runs(args, configs) -> int:
+    from pathlib import Path
+
+    from jaxpriv import report, search
+
     code = 0
     for config, run_dir, resume in _runs(args, configs):
         sweep_dir = None
@@ -445,6 +533,14 @@ def _search(args) -> int:
     return code
 
 
+def _locked_out(args, what: str):
+    """``--out`` checked (a writable directory) before any work, and locked for the command."""
+    from jaxpriv import runstate
+
+    return runstate.lock(runstate.writable_directory(args.out), f"{what} --relation "
+                         f"{args.relation}")
+
+
 def _grid_for(relation, grid, given: bool, alone: bool):
     """The premise grid to search ``relation`` on: where it is claimed (a relation with its own
     grid uses it unless one is given; with several relations each grid is clipped to its claim,
@@ -466,7 +562,7 @@ def _grid_for(relation, grid, given: bool, alone: bool):
 
 
 def _audit(args) -> int:
-    from jaxpriv import audit
+    from jaxpriv import audit, runstate
 
     _use_cpu_cores(args.cpu_devices)
     spend = audit.budget(args.budget)
@@ -475,6 +571,7 @@ def _audit(args) -> int:
     if args.seed < 0:
         raise InputError(f"--seed must be a non-negative integer, got {args.seed}")
     ids = audit.relation_ids(args.relations)
+    runstate.writable_directory(args.out)
     print(f"jaxpriv audit: budget {spend.name}, {len(ids)} relations -> {args.out}")
     workers = audit.default_workers() if args.workers is None else args.workers
     summary = audit.run(spend, ids, args.out, seed=args.seed, progress=not args.quiet,
@@ -523,6 +620,7 @@ def _runs(args, configs):
     a finished run without a checkpoint, a statistical search, is not run again)."""
     from pathlib import Path
 
+    from jaxpriv import runstate
     from jaxpriv.audit import checkpoint_file
 
     out = Path(args.out)
@@ -533,7 +631,8 @@ def _runs(args, configs):
             if not (args.resume and (run_dir / "summary.json").exists()):
                 yield config, run_dir, False
             continue
-        resume = args.resume and (len(configs) == 1 or (run_dir / checkpoint).exists())
+        resume = args.resume and (len(configs) == 1 or
+                                  runstate.has_checkpoint(run_dir, checkpoint))
         yield config, run_dir, resume
 
 

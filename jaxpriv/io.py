@@ -110,19 +110,69 @@ def save_mechanism(path: str | os.PathLike, mech: Mechanism, **extras: Any) -> P
     return path
 
 
-def atomic_write(path: Path, write: Callable[[Any], Any], mode: str = "w") -> None:
+def atomic_write(path: Path, write: Callable[[Any], Any], mode: str = "w", *,
+                 verify: Callable[[Path], Any] | None = None,
+                 keep_previous: Callable[[Path], bool] | None = None) -> None:
     """Write ``path`` through ``write(file)`` so that a reader (or a kill) sees the old file or
-    the complete new one, never a half-written one: temp file, fsync, rename."""
+    the complete new one, never a half-written one: temp file, fsync, rename.
+
+    Args:
+      path: the file to (re)write.
+      write: writes the content to the open temp file.
+      mode: ``"w"`` (text) or ``"wb"``.
+      verify: called with the temp file's path once it is complete; whatever it raises stops the
+        write with the old file untouched (a checkpoint is read back before it replaces one).
+      keep_previous: ``good(old_file) -> bool``; if given, the old file, when ``good``, is
+        moved to :func:`previous_path` first, so a good copy survives even if the new one is
+        later damaged (a checkpoint's fallback, see :func:`read_latest`); a damaged old file
+        is replaced without displacing the good previous one.
+
+    Raises:
+      OSError: the write failed (a full disk, a read-only directory); the old file is intact
+        and no temp file is left behind.
+    """
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, mode) as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
+        if verify is not None:
+            verify(Path(tmp))
+        if keep_previous is not None and path.exists() and keep_previous(path):
+            os.replace(path, previous_path(path))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def previous_path(path: Path) -> Path:
+    """Where :func:`atomic_write` keeps the file it replaced (``checkpoint.npz`` →
+    ``checkpoint.previous.npz``)."""
+    return path.with_name(f"{path.stem}.previous{path.suffix}")
+
+
+def read_latest(path: Path, read: Callable[[Path], Any], what: str = "checkpoint",
+                note: Callable[[str], None] | None = None) -> Any:
+    """``read(path)``, or, when that file is missing or damaged, ``read`` of the copy
+    :func:`atomic_write` kept (``keep_previous``), with a note saying so.
+
+    ``read`` raises :class:`InputError` for a damaged file. If both are unreadable the error
+    names the latest one's problem (the run cannot be resumed from either)."""
+    previous = previous_path(path)
+    try:
+        return read(path)
+    except InputError as error:
+        if not previous.exists():
+            raise
+        try:
+            found = read(previous)
+        except InputError:
+            raise error from None
+        if note is not None:
+            note(f"{error}; using the previous good {what}, {previous.name}")
+        return found
 
 
 def _records_from(value) -> Records | None:
@@ -159,13 +209,44 @@ def _plain(v):
     return v
 
 
+CHECKPOINT_FORMAT = 2
+"""Version of the checkpoint layout (npz leaves + JSON record); a checkpoint of another format
+is refused with a message instead of being misread (1: before formats were recorded)."""
+
+
 def save_state(path: Path, state: Any, config: dict[str, Any], progress: dict[str, Any]) -> None:
     """A run's checkpoint: the leaves of the ``state`` pytree and a JSON record (``config`` and
     ``progress``) in **one** npz file, written atomically — two files written one after the
-    other could be split by a ``kill -9``, pairing a state with the record of another step."""
-    arrays = {f"a{i}": np.asarray(leaf) for i, leaf in enumerate(jax.tree_util.tree_leaves(state))}
-    arrays["meta"] = np.asarray(json.dumps({"config": config, **progress}))
-    atomic_write(path, lambda f: np.savez(f, **arrays), mode="wb")
+    other could be split by a ``kill -9``, pairing a state with the record of another step.
+
+    The new file is read back and checked before it replaces the old one, which is kept as
+    :func:`previous_path` until the next checkpoint: a damaged latest file (a full disk, a copy
+    cut short) never costs more than one step."""
+    from jaxpriv import __version__
+
+    leaves = [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(state)]
+    arrays = {f"a{i}": leaf for i, leaf in enumerate(leaves)}
+    arrays["meta"] = np.asarray(json.dumps({"config": config, "format": CHECKPOINT_FORMAT,
+                                            "jaxpriv": __version__, **progress}))
+
+    def verify(tmp: Path) -> None:
+        read = _read_state(tmp, len(leaves))
+        if any(a.shape != b.shape or a.dtype != b.dtype for a, b in zip(read[1], leaves)):
+            raise OSError(f"{tmp}: the checkpoint read back differs from the one written")
+
+    atomic_write(path, lambda f: np.savez(f, **arrays), mode="wb", verify=verify,
+                 keep_previous=readable(lambda old: _read_state(old, len(leaves))))
+
+
+def readable(read: Callable[[Path], Any]) -> Callable[[Path], bool]:
+    """``path -> bool``: whether ``read(path)`` succeeds (raises no :class:`InputError`)."""
+    def good(path: Path) -> bool:
+        try:
+            read(path)
+        except InputError:
+            return False
+        return True
+    return good
 
 
 def check_same_config(run_dir: Path, saved: Any, config: dict[str, Any]) -> None:
@@ -175,21 +256,65 @@ def check_same_config(run_dir: Path, saved: Any, config: dict[str, Any]) -> None
     if saved != config:
         differing = sorted(k for k, v in config.items() if (saved or {}).get(k) != v)
         raise InputError(f"{run_dir}: the checkpoint was made with different settings "
-                         f"({', '.join(differing)}); resume with the same arguments")
+                         f"({', '.join(differing) or 'another kind of run'}); resume with the "
+                         "same arguments, or start a new --out")
 
 
-def load_state(path: Path, like: Any, config: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """The state (shaped like the pytree ``like``) and progress record saved by :func:`save_state`;
-    an InputError if the file is missing or unreadable, or was written with another ``config``."""
-    if not path.exists():
-        raise InputError(f"{path.parent}: no checkpoint to resume (run without --resume first)")
+def check_format(path: Path, meta: dict[str, Any]) -> None:
+    """An InputError unless a checkpoint record ``meta`` is of :data:`CHECKPOINT_FORMAT`."""
+    found = meta.get("format", 1)
+    if found != CHECKPOINT_FORMAT:
+        writer = f"jaxpriv {meta['jaxpriv']}" if "jaxpriv" in meta else "an earlier jaxpriv"
+        raise InputError(f"{path}: a checkpoint of format {found} (written by {writer}); "
+                         f"this jaxpriv reads format "
+                         f"{CHECKPOINT_FORMAT}: finish that run with the version that started "
+                         "it, or start a new --out")
+
+
+def _read_state(path: Path, count: int | None = None) -> tuple[dict[str, Any], list[np.ndarray]]:
+    """The JSON record and array leaves of a checkpoint file; InputError if it is not one."""
+    import zipfile
+
     try:
-        with np.load(path) as data:
+        with np.load(path, allow_pickle=False) as data:
+            if not hasattr(data, "files") or "meta" not in data.files:
+                raise InputError(f"{path}: not a jaxpriv checkpoint (no record in it)")
             meta = json.loads(str(data["meta"]))
-            leaves = [jax.numpy.asarray(data[f"a{i}"]) for i in range(len(data.files) - 1)]
-    except (OSError, ValueError, KeyError) as error:
-        raise InputError(f"{path}: unreadable checkpoint ({error})") from None
-    check_same_config(path.parent, meta["config"], config)
-    treedef = jax.tree_util.tree_structure(like)
-    progress = {k: v for k, v in meta.items() if k != "config"}
-    return jax.tree_util.tree_unflatten(treedef, leaves), progress
+            n = len(data.files) - 1
+            if sorted(data.files) != sorted(["meta"] + [f"a{i}" for i in range(n)]) or (
+                    count is not None and n != count):
+                raise InputError(f"{path}: not a checkpoint of this kind of run")
+            leaves = [np.asarray(data[f"a{i}"]) for i in range(n)]
+    except InputError:
+        raise
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile,
+            json.JSONDecodeError) as error:
+        raise InputError(f"{path}: unreadable checkpoint ({type(error).__name__}: {error})"
+                         ) from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
+        raise InputError(f"{path}: not a jaxpriv checkpoint (its record has no settings)")
+    return meta, leaves
+
+
+def load_state(path: Path, like: Any, config: dict[str, Any],
+               note: Callable[[str], None] | None = None) -> tuple[Any, dict[str, Any]]:
+    """The state (shaped like the pytree ``like``) and progress record saved by :func:`save_state`
+    — from the previous good checkpoint if the latest is damaged (``note`` says so); an
+    InputError if neither is readable, or it is of another format, kind of run or ``config``."""
+    if not path.exists() and not previous_path(path).exists():
+        raise InputError(f"{path.parent}: no checkpoint to resume (run without --resume first)")
+    like_leaves, treedef = jax.tree_util.tree_flatten(like)
+
+    def read(file: Path):
+        meta, leaves = _read_state(file)
+        check_format(file, meta)
+        check_same_config(path.parent, meta["config"], config)
+        if len(leaves) != len(like_leaves) or any(
+                a.shape != np.shape(b) or a.dtype != np.asarray(b).dtype
+                for a, b in zip(leaves, like_leaves)):
+            raise InputError(f"{file}: not a checkpoint of this kind of run (its arrays differ)")
+        return meta, leaves
+
+    meta, leaves = read_latest(path, read, note=note)
+    progress = {k: v for k, v in meta.items() if k not in ("config", "format", "jaxpriv")}
+    return jax.tree_util.tree_unflatten(treedef, [jax.numpy.asarray(a) for a in leaves]), progress

@@ -14,8 +14,11 @@ Examples:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,56 +31,234 @@ from jaxpriv.mechanisms import Mechanism
 WITNESSES = "witnesses"
 
 
+def note(message: str) -> None:
+    """One line for the user on stderr (a resume point, a stale lock taken over)."""
+    print(f"jaxpriv: {message}", file=sys.stderr, flush=True)
+
+
+def writable_directory(path: str | os.PathLike, flag: str = "--out") -> Path:
+    """``path`` as a directory that exists and can be written (created if needed), checked
+    before any work starts; an InputError naming the problem otherwise."""
+    path = Path(path).expanduser()
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{flag} {path}: a file is there, not a directory; give a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InputError(f"{flag} {path}: cannot create the directory "
+                         f"({error.strerror or error}); choose a path you can write") from None
+    try:
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".jaxpriv-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as error:
+        raise InputError(f"{flag} {path}: cannot write there ({error.strerror or error}); "
+                         "choose a path you can write") from None
+    return path
+
+
 def prepare(out: str | os.PathLike | None, resume: bool, checkpoint: str, what: str
             ) -> Path | None:
-    """The run directory (created, with ``witnesses/``), after the resume guards: ``resume``
-    needs a directory, and a fresh run refuses a directory that already holds a ``what``'s
-    checkpoint."""
+    """The run directory (created, writable, with ``witnesses/``), after the resume guards:
+    ``resume`` needs a directory, and a fresh run refuses a directory that already holds a
+    ``what``'s checkpoint. Call it under :func:`lock` (see :func:`run_directory`)."""
     out_dir = Path(out) if out is not None else None
     if resume and out_dir is None:
         raise InputError("--resume needs --out DIR")
     if out_dir is not None:
-        if out_dir.exists() and not out_dir.is_dir():
-            raise InputError(f"--out {out_dir}: a file is there, not a directory")
-        try:
-            (out_dir / WITNESSES).mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise InputError(f"--out {out_dir}: cannot create the run directory "
-                             f"({error.strerror or error})") from None
-        if not resume and (out_dir / checkpoint).exists():
+        writable_directory(out_dir)
+        if not resume and has_checkpoint(out_dir, checkpoint):
             raise InputError(f"{out_dir} already holds a {what}; use --resume, or a new --out")
+        try:
+            (out_dir / WITNESSES).mkdir(exist_ok=True)
+        except OSError as error:
+            raise InputError(f"--out {out_dir}: cannot create {WITNESSES}/ "
+                             f"({error.strerror or error})") from None
     return out_dir
+
+
+def has_checkpoint(directory: Path, name: str) -> bool:
+    """Whether ``directory`` holds a checkpoint ``name`` to resume (or its previous copy)."""
+    return (directory / name).exists() or io.previous_path(directory / name).exists()
+
+
+@contextlib.contextmanager
+def run_directory(out: str | os.PathLike | None, resume: bool, checkpoint: str, what: str,
+                  wait: float | None = None):
+    """:func:`prepare` the run directory and hold its :func:`lock` for the run (a run without
+    a directory needs none)."""
+    if out is None:
+        yield prepare(out, resume, checkpoint, what)
+        return
+    with lock(writable_directory(out), what, wait=wait):
+        yield prepare(out, resume, checkpoint, what)
 
 
 def save(out_dir: Path, name: str, state: Any, config: dict[str, Any],
          progress: dict[str, Any]) -> None:
-    """Checkpoint a pytree ``state`` and a JSON progress record in one atomic file."""
+    """Checkpoint a pytree ``state`` and a JSON progress record in one atomic file (the
+    previous one kept until the next, see :func:`jaxpriv.io.save_state`)."""
     io.save_state(out_dir / name, state, config, progress)
 
 
 def load(out_dir: Path, name: str, like: Any, config: dict[str, Any]
          ) -> tuple[Any, dict[str, Any]]:
-    """The state and progress record :func:`save` wrote (same ``config`` required)."""
-    return io.load_state(out_dir / name, like, config)
+    """The state and progress record :func:`save` wrote (same ``config`` required), from the
+    previous good checkpoint if the latest is damaged."""
+    return io.load_state(out_dir / name, like, config, note=note)
 
 
 def save_record(out_dir: Path, name: str, config: dict[str, Any], state: dict[str, Any]) -> None:
-    """Checkpoint a JSON-only run state (atomic)."""
+    """Checkpoint a JSON-only run state (atomic, read back before it replaces the previous
+    one, which is kept until the next)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    record = {"config": json.loads(json.dumps(config)), **state}
-    io.atomic_write(out_dir / name, lambda f: json.dump(record, f))
+    record = {"config": json.loads(json.dumps(config)), "format": io.CHECKPOINT_FORMAT, **state}
+    text = json.dumps(record)
+
+    def verify(tmp: Path) -> None:
+        if tmp.read_text() != text:
+            raise OSError(f"{tmp}: the checkpoint read back differs from the one written")
+
+    io.atomic_write(out_dir / name, lambda f: f.write(text), verify=verify,
+                    keep_previous=io.readable(io.read_json))
 
 
 def load_record(out_dir: Path | None, name: str, config: dict[str, Any]) -> dict[str, Any]:
-    """The JSON run state :func:`save_record` wrote (same ``config`` required)."""
+    """The JSON run state :func:`save_record` wrote (same ``config`` required), from the
+    previous good one if the latest is damaged."""
     if out_dir is None:
         raise InputError("--resume needs --out DIR")
     path = out_dir / name
-    if not path.exists():
+    if not path.exists() and not io.previous_path(path).exists():
         raise InputError(f"{out_dir}: no checkpoint to resume (run without --resume first)")
-    record = io.read_json(path)
-    io.check_same_config(out_dir, record.pop("config", None), config)
-    return record
+
+    def read(file: Path) -> dict[str, Any]:
+        record = io.read_json(file)
+        if not isinstance(record, dict) or not isinstance(record.get("config"), dict):
+            raise InputError(f"{file}: not a jaxpriv checkpoint (no settings in it)")
+        io.check_format(file, record)
+        io.check_same_config(out_dir, record.pop("config"), config)
+        record.pop("format", None)
+        return record
+
+    return io.read_latest(path, read, note=note)
+
+
+# --------------------------------------------------------------------------------------------
+# one writer per run directory
+# --------------------------------------------------------------------------------------------
+
+LOCK = ".jaxpriv.lock"
+"""The lock file of a run directory: held (``flock``) by the process writing it, and naming
+that process (host, pid, what, since) for the message a second run gets."""
+
+_HELD: dict[str, list] = {}  # resolved directory -> [fd, depth] of this process's locks
+
+
+def holder(directory: Path) -> dict[str, Any]:
+    """What the lock file of ``directory`` says about its holder (``{}`` if nothing)."""
+    try:
+        found = json.loads((Path(directory) / LOCK).read_text() or "{}")
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _describe(found: dict[str, Any]) -> str:
+    if not found:
+        return "another process"
+    return (f"{found.get('what', 'a run')} (pid {found.get('pid')} on {found.get('host')}, "
+            f"since {found.get('since')})")
+
+
+@contextlib.contextmanager
+def lock(directory: Path, what: str, wait: float | None = None):
+    """Hold ``directory``'s lock for the ``with`` block: one writer per run directory.
+
+    The lock is an ``flock`` on :data:`LOCK`, so the kernel releases it when its holder dies
+    (even by ``kill -9``): a lock file left behind is stale by construction, and the next run
+    takes it over (with a note naming the dead holder). Re-entrant within a process (the CLI
+    holds ``--out`` while an engine locks the same directory).
+
+    Args:
+      directory: an existing directory.
+      what: the run, as the refusal message names it (``"sweep R5"``).
+      wait: seconds to wait for a held lock before refusing (default :data:`LOCK_WAIT`).
+
+    Raises:
+      InputError: another live process holds it (its host and pid named).
+    """
+    key = str(Path(directory).resolve())
+    if key in _HELD:
+        _HELD[key][1] += 1
+        try:
+            yield
+        finally:
+            _HELD[key][1] -= 1
+        return
+    fd = _acquire(Path(directory), what, LOCK_WAIT if wait is None else wait)
+    _HELD[key] = [fd, 1]
+    try:
+        yield
+    finally:
+        del _HELD[key]
+        _release(Path(directory), fd)
+
+
+LOCK_WAIT = 0.0
+"""Seconds a run waits for a locked directory before refusing (the audit's workers wait a
+little longer, for a worker of a killed audit to notice and stop)."""
+
+
+def _acquire(directory: Path, what: str, wait: float) -> int | None:
+    try:
+        import fcntl
+    except ImportError:  # no flock on this platform: runs are not serialized
+        return None
+    path = directory / LOCK
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as error:
+            raise InputError(f"{directory}: cannot create the lock file {LOCK} "
+                             f"({error.strerror or error})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            if time.monotonic() < deadline:
+                time.sleep(0.1)
+                continue
+            raise InputError(f"{directory} is in use by {_describe(holder(directory))}; wait "
+                             "for it to finish, or use another --out") from None
+        except OSError:  # a filesystem without locks: carry on unserialized
+            return fd
+        try:  # the file may have been removed by its last holder since we opened it
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if not same:
+            os.close(fd)
+            continue
+        stale = holder(directory)
+        if stale:
+            note(f"{directory}: taking over the lock of {_describe(stale)}, which is no "
+                 "longer running")
+        record = {"host": socket.gethostname(), "pid": os.getpid(), "what": what,
+                  "since": time.strftime("%Y-%m-%d %H:%M:%S")}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(record).encode(), 0)
+        return fd
+
+
+def _release(directory: Path, fd: int | None) -> None:
+    if fd is None:
+        return
+    try:  # remove the file while still holding it: a waiter that opened it retries
+        (directory / LOCK).unlink(missing_ok=True)
+    finally:
+        os.close(fd)
 
 
 def progress_bar(total: int, initial: int, unit: str, desc: str, enabled: bool = True):

@@ -181,18 +181,37 @@ class SearchConfig:
         return options
 
 
+MAX_GRID_POINTS = 10_000
+"""The most premise levels a search grid may have."""
+
+
 def parse_grid(text: str) -> tuple[float, ...]:
-    """``"a:b:k"`` (``k`` points from ``a`` to ``b``) or a comma list ``"0.1,0.5,1"``."""
+    """``"a:b:k"`` (``k`` points from ``a`` to ``b ≥ a``) or a comma list ``"0.1,0.5,1"`` of
+    premise levels: finite, non-negative, at most :data:`MAX_GRID_POINTS`."""
     try:
         if ":" in text:
             low, high, count = text.split(":")
-            points = np.linspace(float(low), float(high), int(count))
+            low, high, count = float(low), float(high), int(count)
+            if count < 1:
+                raise InputError(f"--grid {text!r}: the count must be >= 1, got {count}")
+            if high < low:
+                raise InputError(f"--grid {text!r}: high ({high:g}) is below low ({low:g}); "
+                                 "write 'low:high:count'")
+            if count > MAX_GRID_POINTS:
+                raise InputError(f"--grid {text!r}: {count} points; at most {MAX_GRID_POINTS}")
+            points = np.linspace(low, high, count)
         else:
             points = np.array([float(v) for v in text.split(",") if v.strip()])
+    except InputError:
+        raise
     except ValueError:
         raise InputError(f"--grid {text!r}: expected 'low:high:count' or a comma list") from None
     if points.size == 0:
         raise InputError(f"--grid {text!r} has no points")
+    if points.size > MAX_GRID_POINTS:
+        raise InputError(f"--grid {text!r}: {points.size} points; at most {MAX_GRID_POINTS}")
+    if not np.all(np.isfinite(points)) or np.any(points < 0):
+        raise InputError(f"--grid {text!r}: premise levels must be finite and >= 0")
     return tuple(float(v) for v in points)
 
 
@@ -727,12 +746,22 @@ def run(config: SearchConfig, out: str | os.PathLike | None = None, resume: bool
     if isinstance(config, statistical_audit.StatConfig):
         return statistical_audit.run(config, out, resume=resume, progress=progress, write=write)
     optimizer = optimizer or default_optimizer(config)
-    out_dir = runstate.prepare(out, resume, STATE_FILE, "search")
+    with runstate.run_directory(out, resume, STATE_FILE,
+                                f"search {config.relation}") as out_dir:
+        return _run(config, out_dir, resume, progress, optimizer, max_segments, write)
+
+
+def _run(config: SearchConfig, out_dir: Path | None, resume: bool, progress: bool,
+         optimizer: optax.GradientTransformation, max_segments: int | None, write
+         ) -> SearchResult:
+    """:func:`run` in its prepared (and locked) run directory."""
     began = time.perf_counter()
     state = initial_state(config, optimizer)
     done = {"seconds": 0.0, "quiet_segments": 0, "history": []}
     if resume:
         state, done = _load(out_dir, config, state)
+        runstate.note(f"resuming search {config.relation} in {out_dir} at step "
+                      f"{int(state.step)} of {config.steps}")
     segment = make_segment(config, optimizer)
     segment = segment.lower(state).compile()
     compile_seconds = time.perf_counter() - began

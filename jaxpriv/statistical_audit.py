@@ -213,6 +213,11 @@ def run_sweep(config: StatConfig, out_dir: Path | None, resume: bool, progress: 
     strategies = relation.strategies
     width = len(relation.fields)
     state = _load_checkpoint(out_dir, config) if resume else _empty_state(relation)
+    if resume:
+        runstate.note(f"resuming sweep {config.relation} in {out_dir} at chunk "
+                      f"{state['next_chunk']} of {config.chunks} "
+                      f"({min(state['next_chunk'] * config.chunk, config.count):,} of "
+                      f"{config.count:,} settings done)")
     with jax.enable_x64(True):
         compiled, table = strategies.sweep_step(config)
 
@@ -329,16 +334,17 @@ def run(config: StatConfig, out: str | os.PathLike | None = None, resume: bool =
     if config.mode == "search" and resume:
         raise InputError(f"{config.relation} searches are short and do not resume; run "
                          "again without --resume")
-    out_dir = runstate.prepare(out, resume, CHECKPOINT, "run")
-    if config.mode == "sweep":
-        result = run_sweep(config, out_dir, resume, progress, max_chunks)
-        if not result.rows:
-            return result
-    else:
-        result = run_search(config, out_dir, progress)
-    if out_dir is not None and write is not None:
-        write(out_dir, result, registry.get(config.relation))
-    return result
+    with runstate.run_directory(out, resume, CHECKPOINT,
+                                f"{config.mode} {config.relation}") as out_dir:
+        if config.mode == "sweep":
+            result = run_sweep(config, out_dir, resume, progress, max_chunks)
+            if not result.rows:
+                return result
+        else:
+            result = run_search(config, out_dir, progress)
+        if out_dir is not None and write is not None:
+            write(out_dir, result, registry.get(config.relation))
+        return result
 
 
 def progress_bar(config: StatConfig, start: int, total: int, enabled: bool, unit: str):

@@ -445,12 +445,22 @@ def run(config: SweepConfig, out: str | os.PathLike | None = None, resume: bool 
         return statistical_audit.run(config, out, resume=resume, progress=progress,
                                      max_chunks=max_chunks, write=write)
     relation = relation or registry.get(config.relation)
+    with runstate.run_directory(out, resume, CHECKPOINT, f"sweep {config.relation}") as out_dir:
+        return _run(config, out_dir, resume, progress, relation, max_chunks, write)
+
+
+def _run(config: SweepConfig, out_dir: Path | None, resume: bool, progress: bool, relation,
+         max_chunks: int | None, write: Callable | None) -> SweepResult:
+    """:func:`run` in its prepared (and locked) run directory."""
     options = relation.options
-    out_dir = runstate.prepare(out, resume, CHECKPOINT, "sweep")
     state, start, done = initial_state(config), 0, {"violations": [], "violation_count": 0,
                                                     "seconds": 0.0}
     if resume:
         state, start, done = load_checkpoint(out_dir, config)
+        runstate.note(f"resuming sweep {config.relation} in {out_dir} at chunk {start} of "
+                      f"{config.chunks} ({min(start * config.chunk, config.count):,} of "
+                      f"{config.count:,} mechanisms done, {done['violation_count']} verified "
+                      "violations so far)")
     began = time.perf_counter()
     compiled = make_step(config, relation).lower(state, jnp.int32(start)).compile()
     screen = float64_screen(config, relation, options)
