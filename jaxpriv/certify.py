@@ -17,6 +17,7 @@ Examples:
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import jax
@@ -24,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxpriv import io, registry
+from jaxpriv.errors import InputError
 from jaxpriv.registry import Certificate
 from jaxpriv.runstate import levels_dict, verify_witness
 
@@ -77,7 +79,12 @@ PARAMETER_KEYS = ("parameter", "eps", "beta")
 def witness_check_arguments(extras: dict, relation=None) -> tuple:
     """``(parameter, options)`` a witness file's extra fields give its relation's check: the
     claimed parameter, and the file's value of every parameter the relation's notions take."""
-    parameter = next((extras[k] for k in PARAMETER_KEYS if extras.get(k) is not None), None)
+    key = next((k for k in PARAMETER_KEYS if extras.get(k) is not None), None)
+    parameter = None if key is None else extras[key]
+    if key is not None and (isinstance(parameter, bool) or not isinstance(parameter, (int, float))
+                            or math.isnan(parameter)):
+        raise InputError(f"'{key}' must be a number (the parameter the bound is claimed at), "
+                         f"got {parameter!r}")
     names = relation.notion_params if relation is not None else frozenset(
         p for notion in registry.NOTIONS.values() for p in notion.params)
     return parameter, {key: extras.get(key) for key in sorted(names)}
@@ -86,9 +93,16 @@ def witness_check_arguments(extras: dict, relation=None) -> tuple:
 def check_witness(path: str | Path) -> registry.CheckResult:
     """Re-check a witness file (``{"relation": id, ...}``) from scratch in float64."""
     data = io.read_json(path)
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: not a witness (expected a JSON object with a 'relation')")
     relation = registry.get(str(data.get("relation")))
-    if relation.kind == "statistical":
-        return relation.check(**data)
-    mech, extras = io.load_mechanism(path)
-    parameter, options = witness_check_arguments(extras, relation)
-    return relation.check(mech, parameter=parameter, **options)
+    try:
+        if relation.kind == "statistical":
+            return relation.check(**data)
+        mech, extras = io.load_mechanism(path)
+        parameter, options = witness_check_arguments(extras, relation)
+        return relation.check(mech, parameter=parameter, **options)
+    except InputError as error:
+        if str(error).startswith(str(path)):
+            raise
+        raise InputError(f"{path}: {error}") from None

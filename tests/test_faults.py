@@ -1,0 +1,488 @@
+"""Hostile inputs and faults: every failure a user can cause is one line on stderr and exit 2,
+nothing finished is lost, and one run directory has one writer.
+
+Each test injects one fault — a path that cannot be created or written, a file where a directory
+is expected, a truncated, foreign or old checkpoint, a full disk in the middle of a run, a second
+run into a locked directory, a lock left by a killed run, a broken plugin, a witness edited by
+hand — and checks the one-line error, and, where work was under way, that resuming reproduces
+the uninterrupted run exactly. The property tests feed random argument lists to every
+subcommand and random edits of a witness file to ``show``. (The ``kill -9`` of an audit's
+parent is in ``tests/test_audit.py``, beside the serial audit it is compared with.)
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from jaxpriv import cli, io, runstate, search, sweep
+
+FORBIDDEN = "/proc/jaxpriv-cannot-be-created"  # /proc refuses mkdir, even to root
+
+
+def run_cli(argv, capsys) -> tuple[int, str, str]:
+    """``jaxpriv ARGV`` in this process: (exit status, stdout, stderr)."""
+    try:
+        code = cli.main([str(a) for a in argv])
+    except SystemExit as stop:  # argparse: --help (0) and usage errors (2)
+        code = stop.code if isinstance(stop.code, int) else 2
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(code: int, err: str, *needles: str) -> None:
+    assert code == 2, err
+    assert "Traceback" not in err, err
+    errors = [line for line in err.splitlines() if line.startswith("jaxpriv: error:")]
+    assert len(errors) == 1, err
+    for needle in needles:
+        assert needle in errors[0], errors[0]
+
+
+# --------------------------------------------------------------------------------------------
+# paths
+# --------------------------------------------------------------------------------------------
+
+SWEEP = ["sweep", "--relation", "R2", "--n", "3", "--m", "3", "--count", "50000", "--chunk",
+         "8192", "--quiet"]
+SWEEP_R2 = SWEEP[:9] + ["--seed", "4", "--chunk", "8192", "--quiet"]  # as sweep_runs' config
+SEARCH = ["search", "--relation", "R1", "--n", "2", "--m", "2", "--grid", "0.5,1",
+          "--restarts", "2", "--steps", "40", "--quiet"]
+
+
+@pytest.fixture
+def a_file(tmp_path):
+    path = tmp_path / "a-file"
+    path.write_text("not a directory\n")
+    return path
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (SWEEP + ["--out", FORBIDDEN], "cannot create the directory"),
+    (SWEEP[:2] + ["R1,R2"] + SWEEP[3:] + ["--out", FORBIDDEN + "/deeper"], "cannot create"),
+    (SEARCH + ["--out", FORBIDDEN], "cannot create the directory"),
+    (["audit", "--budget", "quick", "--quiet", "--out", FORBIDDEN], "cannot create"),
+])
+def test_paths_that_cannot_be_created_are_refused_before_any_work(argv, needle, capsys):
+    code, _, err = run_cli(argv, capsys)
+    assert_one_line_error(code, err, needle, FORBIDDEN)
+
+
+@pytest.mark.parametrize("command", ["sweep", "search", "audit", "sweep-all"])
+def test_a_file_where_a_directory_belongs_is_refused(command, a_file, capsys):
+    argv = {"sweep": SWEEP, "search": SEARCH, "audit": ["audit", "--quiet"],
+            "sweep-all": SWEEP[:2] + ["R1,R2"] + SWEEP[3:]}[command]
+    code, _, err = run_cli(argv + ["--out", a_file], capsys)
+    assert_one_line_error(code, err, "a file is there, not a directory")
+    code, _, err = run_cli(argv + ["--out", a_file / "inside"], capsys)
+    assert_one_line_error(code, err, str(a_file))
+    assert a_file.read_text() == "not a directory\n"
+
+
+def test_a_directory_that_cannot_be_written_is_refused(tmp_path, capsys, monkeypatch):
+    # root may write anywhere, so the operating system's refusal is injected
+    def refuse(*args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(runstate.tempfile, "mkstemp", refuse)
+    code, _, err = run_cli(SWEEP + ["--out", tmp_path / "run"], capsys)
+    assert_one_line_error(code, err, "cannot write there (Permission denied)")
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["eval", "/no/such/mechanism.json"], "no such file"),
+    (["show", "/no/such/witness.json"], "no such file"),
+    (["check", "R1", "/no/such/mechanism.json"], "no such file"),
+    (SEARCH + ["--out", "{tmp}/s", "--sweep", "/no/such/sweep"], "--sweep /no/such/sweep"),
+    (["relations", "--plugin", "/no/such/plugin.py"], "no such file"),
+    (["search", "--relation", "R5", "--grid", "3:1:5", "--out", "{tmp}/g"], "below low"),
+    (["search", "--relation", "R5", "--grid", "0:1:0", "--out", "{tmp}/g"], "count must be"),
+    (["search", "--relation", "R5", "--grid", "0.1,nan", "--out", "{tmp}/g"], "finite"),
+    (["search", "--relation", "R5", "--grid", "0:1:99999999", "--out", "{tmp}/g"], "at most"),
+])
+def test_missing_inputs_and_bad_grids_are_one_line(argv, needle, tmp_path, capsys):
+    code, _, err = run_cli([a.replace("{tmp}", str(tmp_path)) for a in argv], capsys)
+    assert_one_line_error(code, err, needle)
+
+
+# --------------------------------------------------------------------------------------------
+# checkpoints
+# --------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def sweep_runs(tmp_path_factory):
+    """An uninterrupted sweep, and the configuration to interrupt."""
+    config = sweep.make_config("R2", 3, 3, 50_000, seed=4, chunk=8192)
+    whole = tmp_path_factory.mktemp("whole")
+    result = sweep.run(config, whole, progress=False)
+    return config, result
+
+
+def same_sweep(a, b) -> None:
+    for x, y in zip(np.asarray(a.state.envelope.score), np.asarray(b.state.envelope.score)):
+        assert x == y
+    np.testing.assert_array_equal(np.asarray(a.state.cell_count), np.asarray(b.state.cell_count))
+    assert a.violation_count == b.violation_count
+    assert [v["index"] for v in a.violations] == [v["index"] for v in b.violations]
+    assert a.rows == b.rows or [r["slack"] for r in a.rows] == [r["slack"] for r in b.rows]
+
+
+def truncate(path: Path, keep: int = 300) -> None:
+    path.write_bytes(path.read_bytes()[:keep])
+
+
+def test_a_truncated_checkpoint_resumes_from_the_previous_good_one(sweep_runs, tmp_path, capsys):
+    config, whole = sweep_runs
+    sweep.run(config, tmp_path, progress=False, max_chunks=4)
+    assert (tmp_path / "checkpoint.previous.npz").exists()
+    truncate(tmp_path / sweep.CHECKPOINT)
+    capsys.readouterr()
+    resumed = sweep.run(config, tmp_path, resume=True, progress=False)
+    err = capsys.readouterr().err
+    assert "unreadable checkpoint" in err and "previous good checkpoint" in err
+    assert "resuming sweep R2" in err and "at chunk 3 of 7" in err
+    same_sweep(resumed, whole)
+
+
+def test_a_truncated_checkpoint_never_displaces_the_good_previous_one(sweep_runs, tmp_path):
+    config, whole = sweep_runs
+    sweep.run(config, tmp_path, progress=False, max_chunks=3)
+    truncate(tmp_path / sweep.CHECKPOINT)
+    good = (tmp_path / "checkpoint.previous.npz").read_bytes()
+    # the next checkpoint replaces the damaged file and keeps the good previous one
+    sweep.run(config, tmp_path, resume=True, progress=False, max_chunks=1)
+    assert zipfile.is_zipfile(tmp_path / "checkpoint.previous.npz")
+    assert (tmp_path / "checkpoint.previous.npz").read_bytes() == good
+    same_sweep(sweep.run(config, tmp_path, resume=True, progress=False), whole)
+
+
+def test_both_checkpoints_damaged_is_one_line(sweep_runs, tmp_path, capsys):
+    config, _ = sweep_runs
+    sweep.run(config, tmp_path, progress=False, max_chunks=3)
+    truncate(tmp_path / sweep.CHECKPOINT)
+    truncate(tmp_path / "checkpoint.previous.npz", 0)
+    argv = SWEEP_R2 + ["--out", tmp_path, "--resume"]
+    code, _, err = run_cli(argv, capsys)
+    assert_one_line_error(code, err, "unreadable checkpoint", "checkpoint.npz")
+
+
+def test_foreign_and_old_checkpoints_are_refused(sweep_runs, tmp_path, capsys):
+    config, _ = sweep_runs
+    argv = SWEEP_R2 + ["--out", tmp_path, "--resume"]
+    sweep.run(config, tmp_path, progress=False, max_chunks=2)
+    (tmp_path / "checkpoint.previous.npz").unlink()
+    checkpoint = tmp_path / sweep.CHECKPOINT
+    with np.load(checkpoint) as data:
+        arrays = {k: data[k] for k in data.files}
+    meta = json.loads(str(arrays["meta"]))
+
+    # a search's state saved where a sweep's belongs
+    s_config = search.make_config("R1", 2, 2, (0.5,), restarts=2, steps=20)
+    search.run(s_config, tmp_path / "s", progress=False, max_segments=1)
+    checkpoint.write_bytes((tmp_path / "s" / search.STATE_FILE).read_bytes())
+    code, _, err = run_cli(argv, capsys)
+    assert_one_line_error(code, err, "different settings")
+
+    # an npz that is not a checkpoint at all
+    np.savez(checkpoint.with_suffix(".tmp.npz"), x=np.zeros(3))
+    os.replace(checkpoint.with_suffix(".tmp.npz"), checkpoint)
+    code, _, err = run_cli(argv, capsys)
+    assert_one_line_error(code, err, "not a jaxpriv checkpoint")
+
+    # the same settings, other arrays (edited, or another version's state layout)
+    bad = dict(arrays)
+    bad["a0"] = np.zeros(5)
+    np.savez(checkpoint.with_suffix(".tmp.npz"), **bad)
+    os.replace(checkpoint.with_suffix(".tmp.npz"), checkpoint)
+    code, _, err = run_cli(argv, capsys)
+    assert_one_line_error(code, err, "arrays differ")
+
+    # an older checkpoint format
+    old = dict(arrays)
+    old["meta"] = np.asarray(json.dumps({k: v for k, v in meta.items() if k != "format"}))
+    np.savez(checkpoint.with_suffix(".tmp.npz"), **old)
+    os.replace(checkpoint.with_suffix(".tmp.npz"), checkpoint)
+    code, _, err = run_cli(argv, capsys)
+    assert_one_line_error(code, err, "format 1", f"format {io.CHECKPOINT_FORMAT}")
+
+    # other settings
+    checkpoint.write_bytes(b"")
+    np.savez(checkpoint.with_suffix(".tmp.npz"), **arrays)
+    os.replace(checkpoint.with_suffix(".tmp.npz"), checkpoint)
+    code, _, err = run_cli([a if a != "4" else "5" for a in argv], capsys)
+    assert_one_line_error(code, err, "different settings (seed)")
+
+
+def test_a_damaged_statistical_checkpoint_falls_back_too(tmp_path, capsys):
+    config = sweep.make_config("R14", None, None, 4096, 1, 1024, t_max=200, draws=50)
+    whole = sweep.run(config, tmp_path / "whole", progress=False)
+    part = tmp_path / "part"
+    sweep.run(config, part, progress=False, max_chunks=2)
+    (part / "checkpoint.json").write_text('{"config": ')
+    capsys.readouterr()
+    resumed = sweep.run(config, part, resume=True, progress=False)
+    assert "previous good checkpoint" in capsys.readouterr().err
+    assert resumed.violation_count == whole.violation_count
+    assert [r["slack"] for r in resumed.rows] == [r["slack"] for r in whole.rows]
+
+
+def test_a_full_disk_mid_run_is_one_line_and_the_run_resumes_exactly(sweep_runs, tmp_path,
+                                                                      capsys, monkeypatch):
+    config, _ = sweep_runs
+    argv = SWEEP_R2
+    code, _, _ = run_cli(argv + ["--out", tmp_path / "whole"], capsys)
+    assert code == 0
+    calls = {"n": 0}
+    real_fsync = os.fsync
+
+    def full_disk(fd):
+        calls["n"] += 1
+        if calls["n"] >= 5:  # a few checkpoints in: the disk fills
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_fsync(fd)
+
+    monkeypatch.setattr(io.os, "fsync", full_disk)
+    code, _, err = run_cli(argv + ["--out", tmp_path / "cut"], capsys)
+    assert_one_line_error(code, err, "No space left on device", "--resume")
+    monkeypatch.setattr(io.os, "fsync", real_fsync)
+    leftovers = [p.name for p in (tmp_path / "cut").glob(".*.tmp")]
+    assert leftovers == []  # the failed write left no half file
+    code, _, err = run_cli(argv + ["--out", tmp_path / "cut", "--resume"], capsys)
+    assert code == 0, err
+    assert "resuming sweep R2" in err
+    for name in ("summary.json", "envelope.csv"):
+        a = (tmp_path / "whole" / name).read_text()
+        b = (tmp_path / "cut" / name).read_text()
+        if name == "summary.json":
+            a, b = (_without_timing(json.loads(t)) for t in (a, b))
+        assert a == b, name
+
+
+def _without_timing(summary: dict) -> dict:
+    return {k: v for k, v in summary.items()
+            if k not in ("seconds", "compile_seconds", "mechanisms_per_second", "versions")}
+
+
+# --------------------------------------------------------------------------------------------
+# one writer per run directory
+# --------------------------------------------------------------------------------------------
+
+HOLD = ("import sys, time\nfrom pathlib import Path\nfrom jaxpriv import runstate\n"
+        "with runstate.lock(Path(sys.argv[1]), 'test holder'):\n"
+        "    print('held', flush=True)\n    time.sleep(120)\n")
+
+
+def hold_lock(directory: Path) -> subprocess.Popen:
+    directory.mkdir(parents=True, exist_ok=True)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(directory)],
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_a_second_run_into_a_locked_directory_is_refused_and_a_dead_holder_taken_over(
+        tmp_path, capsys):
+    out = tmp_path / "run"
+    holder = hold_lock(out)
+    try:
+        for argv in (SWEEP + ["--out", out], SEARCH + ["--out", out],
+                     ["audit", "--quiet", "--out", out, "--relations", "R1"]):
+            code, _, err = run_cli(argv, capsys)
+            assert_one_line_error(code, err, "is in use by test holder", f"pid {holder.pid}")
+        assert not (out / "summary.json").exists()
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    # the kernel released the dead holder's lock; its lock file says who it was
+    assert runstate.holder(out)["pid"] == holder.pid
+    code, _, err = run_cli(SWEEP + ["--out", out], capsys)
+    assert code == 0, err
+    assert f"taking over the lock of test holder (pid {holder.pid}" in err
+    assert not (out / runstate.LOCK).exists()  # released at the end of the run
+
+
+def test_locks_are_reentrant_within_a_process_and_exclusive_across(tmp_path):
+    with runstate.lock(tmp_path, "outer"):
+        with runstate.lock(tmp_path, "inner"):
+            assert runstate.holder(tmp_path)["what"] == "outer"
+        assert (tmp_path / runstate.LOCK).exists()
+        other = subprocess.run([sys.executable, "-c", HOLD, str(tmp_path)], capture_output=True,
+                               text=True, timeout=120)
+        assert other.returncode == 1 and "is in use by outer" in other.stderr
+    assert not (tmp_path / runstate.LOCK).exists()
+
+
+# --------------------------------------------------------------------------------------------
+# plugins
+# --------------------------------------------------------------------------------------------
+
+RAISING_PLUGIN = '''
+from jaxpriv import Notion, Source, register
+
+def level(mech, **params):
+    raise ZeroDivisionError("the plugin's own bug")
+
+register(Notion("broken_level", level, doc="raises", source=Source("test"), unit="nats"))
+'''
+
+
+def test_a_plugin_that_raises_while_running_is_named_with_its_line(tmp_path, capsys):
+    plugin = tmp_path / "raising.py"
+    plugin.write_text(RAISING_PLUGIN)
+    mech = tmp_path / "m.json"
+    mech.write_text(json.dumps({"K": [[0.6, 0.4], [0.3, 0.7]]}))
+    from jaxpriv import registry
+    try:
+        code, _, err = run_cli(["eval", mech, "--plugin", plugin], capsys)
+    finally:
+        registry.NOTIONS.pop("broken_level", None)
+        registry.LOADED_PLUGINS[:] = [p for p in registry.LOADED_PLUGINS
+                                      if p != str(plugin.resolve())]
+    assert_one_line_error(code, err, f"plugin {plugin}", "line 5", "ZeroDivisionError",
+                          "the plugin's own bug")
+
+
+def test_a_bug_in_jaxpriv_shows_a_traceback_and_asks_for_a_report(capsys, monkeypatch):
+    def bug(args):
+        raise KeyError("an internal bug")
+
+    monkeypatch.setattr(cli, "_relations", bug)
+    code, _, err = run_cli(["relations"], capsys)
+    assert code == 3
+    assert "Traceback" in err and "KeyError" in err
+    assert "this is a bug in jaxpriv" in err.splitlines()[-1]
+
+
+# --------------------------------------------------------------------------------------------
+# property tests: random argument lists, hand-edited witnesses
+# --------------------------------------------------------------------------------------------
+
+VALUES = st.sampled_from(["0", "1", "2", "3", "-1", "8", "1e3", "0.5", "nan", "inf", "-inf",
+                          "abc", "", "R1", "R5", "R14", "all", "R1*", "R99", ",", "3:1:5",
+                          "0.1:1:3", "0:1:0", "0.5,1", "record", "output", "quick", "bogus",
+                          "99999999999999999999", "--", "-", "{file}", "{dir}", "{missing}",
+                          "{forbidden}", "{mechanism}", "{witness}", "{broken_json}"])
+
+FLAGS = {
+    "sweep": ["--relation", "--n", "--m", "--count", "--seed", "--chunk", "--memory-mb",
+              "--bins", "--k", "--r", "--t-max", "--draws", "--out", "--resume",
+              "--cpu-devices", "--quiet", "--plugin"],
+    "search": ["--relation", "--n", "--m", "--grid", "--param", "--law", "--restarts",
+               "--steps", "--lr", "--seed", "--k", "--r", "--t-max", "--sweep", "--out",
+               "--resume", "--cpu-devices", "--quiet", "--plugin"],
+    "audit": ["--budget", "--out", "--relations", "--seed", "--memory-mb", "--workers",
+              "--cpu-devices", "--quiet", "--plugin"],
+    "eval": ["--json", "--plugin"], "check": ["--parameter", "--law", "--mu", "--alpha",
+                                              "--d-true", "--json", "--plugin"],
+    "show": ["--json", "--plugin"], "relations": ["--json", "--plugin"],
+    "notions": ["--json", "--plugin"], "": ["--version", "--help", "--bogus"],
+}
+SWITCHES = {"--resume", "--quiet", "--json", "--version", "--help"}
+
+
+@st.composite
+def argument_lists(draw):
+    command = draw(st.sampled_from(sorted(FLAGS)))
+    argv = [command] if command else []
+    if command in ("eval", "show", "check"):
+        if command == "check":
+            argv.append(draw(VALUES))
+        argv += draw(st.lists(VALUES, max_size=2))
+    if command in ("sweep", "search") and draw(st.booleans()):
+        argv += ["--relation", draw(VALUES), "--out", "{dir}/out"]
+    for flag in draw(st.lists(st.sampled_from(FLAGS[command] + ["--nope"]), max_size=6)):
+        argv.append(flag)
+        if flag not in SWITCHES and draw(st.integers(0, 9)):
+            argv.append(draw(VALUES))
+    return argv
+
+
+@pytest.fixture(scope="module")
+def hostile_files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hostile")
+    (root / "file").write_text("just text\n")
+    (root / "mechanism.json").write_text(json.dumps({"K": [[0.7, 0.3], [0.2, 0.8]]}))
+    (root / "witness.json").write_text(json.dumps({"K": [[0.7, 0.3], [0.2, 0.8]],
+                                                   "relation": "R3", "eps": 0.1}))
+    (root / "broken.json").write_text('{"K": [[0.5, ')
+    (root / "dir").mkdir()
+    return root
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """The work a valid command line starts (sweeps, searches, audits: tested on their own)
+    replaced by a stand-in, so the property test runs every check made before the work."""
+    from jaxpriv import audit
+
+    started = []
+    monkeypatch.setattr(cli, "_sweep_runs", lambda args, configs: started.append(args) or 0)
+    monkeypatch.setattr(cli, "_search_runs", lambda args, configs: started.append(args) or 0)
+    monkeypatch.setattr(audit, "run", lambda *a, **k: started.append(a) or {
+        "relations": [], "seconds": 0.0})
+    return started
+
+
+@settings(max_examples=250, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(argv=argument_lists())
+def test_random_argument_lists_never_show_a_traceback(argv, hostile_files, no_work, capsys):
+    files = {"{file}": hostile_files / "file", "{dir}": hostile_files / "dir",
+             "{missing}": hostile_files / "missing", "{forbidden}": FORBIDDEN,
+             "{mechanism}": hostile_files / "mechanism.json",
+             "{witness}": hostile_files / "witness.json",
+             "{broken_json}": hostile_files / "broken.json"}
+    concrete = []
+    for arg in argv:
+        for key, value in files.items():
+            arg = arg.replace(key, str(value))
+        concrete.append(arg)
+    code, _, err = run_cli(concrete, capsys)
+    assert code in (0, 1, 2), (concrete, err)
+    assert "Traceback" not in err, (concrete, err)
+    if code == 2:
+        assert err.strip(), concrete
+        assert len([ln for ln in err.splitlines() if "error" in ln]) == 1, (concrete, err)
+
+
+WITNESS = {"K": [[0.55, 0.25, 0.2], [0.2, 0.5, 0.3], [0.25, 0.25, 0.5]],
+           "prior": [0.5, 0.3, 0.2], "belief": [0.4, 0.3, 0.3], "relation": "R6", "eps": 0.2,
+           "mu": [0.0, 1.0, 2.0], "alpha": 0.5, "d_true": 0, "index": 3}
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 10) | st.sampled_from(
+        [0.0, 0.5, -1.0, 1e308, float("inf"), float("nan")]) | st.sampled_from(
+        ["R1", "R5", "R6", "R9", "R14", "R15", "record", "output", "x", ""]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+        st.sampled_from(["k", "r", "default", "x"]), inner, max_size=3),
+    max_leaves=6)
+
+
+@settings(max_examples=120, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(edits=st.dictionaries(st.sampled_from(sorted(WITNESS) + ["records", "values", "law",
+                                                                "T", "kappa1", "kappa2"]),
+                             JSON_VALUES, min_size=1, max_size=3),
+       drop=st.lists(st.sampled_from(sorted(WITNESS)), max_size=2))
+def test_hand_edited_witnesses_are_rechecked_or_refused_in_one_line(edits, drop, tmp_path,
+                                                                     capsys):
+    data = {k: v for k, v in {**WITNESS, **edits}.items() if k not in drop}
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(data))
+    for argv in (["show", path], ["check", "R3", path]):
+        code, _, err = run_cli(argv, capsys)
+        assert code in (0, 1, 2), (data, err)
+        assert "Traceback" not in err, (data, err)
+        if code == 2:
+            assert len([ln for ln in err.splitlines() if ln.startswith("jaxpriv: error:")]) \
+                == 1, err
