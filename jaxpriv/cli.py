@@ -40,6 +40,25 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"jaxpriv: error: {message} (see 'jaxpriv --help')\n")
 
 
+def _finite(text: str) -> float:
+    """argparse type: a finite number."""
+    value = _not_nan(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+def _not_nan(text: str) -> float:
+    """argparse type: a number (±inf allowed, NaN not)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if math.isnan(value):
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="jaxpriv", description="Exact privacy notions of finite mechanisms "
                      "and audits of the published relations between them (levels in nats).")
@@ -66,12 +85,12 @@ def _parser() -> argparse.ArgumentParser:
                        "mechanism")
     p.add_argument("relation", help="relation id, see 'jaxpriv relations'")
     p.add_argument("file", help="mechanism or witness JSON")
-    p.add_argument("--parameter", type=float, default=None,
+    p.add_argument("--parameter", type=_not_nan, default=None,
                    help="condition parameter the bound is claimed at (ε for R3-R5, β for R6); "
                         "default: the file's 'eps'/'beta', else the measured value")
     p.add_argument("--law", default=None, help="ABP observation law: record (default) or output")
-    p.add_argument("--mu", type=float, default=None, help="PAC statistic μ (R6)")
-    p.add_argument("--alpha", type=float, default=None, help="PAC accuracy α (R6)")
+    p.add_argument("--mu", type=_finite, default=None, help="PAC statistic μ (R6)")
+    p.add_argument("--alpha", type=_finite, default=None, help="PAC accuracy α (R6)")
     p.add_argument("--d-true", type=int, default=None, help="the true secret (R6)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -83,7 +102,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--chunk", type=int, default=None,
                    help="mechanisms per step (default: from --memory-mb)")
-    p.add_argument("--memory-mb", type=float, default=1024.0,
+    p.add_argument("--memory-mb", type=_finite, default=1024.0,
                    help="device memory budget that sets the chunk size (default 1024)")
     p.add_argument("--bins", type=int, default=40, help="premise bins (default 40)")
     p.add_argument("--k", type=int, default=2,
@@ -115,12 +134,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="premise levels: 'low:high:count' or '0.1,0.5,1' (default 0.05:3:60; "
                         "a relation with its own range, e.g. R15, uses its own; "
                         "with --relation all each grid is clipped to where its claim is made)")
-    p.add_argument("--param", type=float, default=None,
+    p.add_argument("--param", type=_finite, default=None,
                    help="condition parameter ε for R3-R5 (ε_unif or ε_bel; default 0.5)")
     p.add_argument("--law", default="record", help="ABP observation law: record or output")
     p.add_argument("--restarts", type=int, default=128, help="restarts per grid point")
     p.add_argument("--steps", type=int, default=3000, help="optimizer steps (at most)")
-    p.add_argument("--lr", type=float, default=0.02, help="peak Adam step size")
+    p.add_argument("--lr", type=_finite, default=0.02, help="peak Adam step size")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--k", type=int, default=2, help="values per record (R7-R13; default 2)")
     p.add_argument("--r", type=int, default=None,
@@ -144,7 +163,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--relations", default="all", help="comma list of ids or prefixes ending "
                    "in '*', e.g. R1,R5 or 'R1*' (default all)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--memory-mb", type=float, default=1024.0,
+    p.add_argument("--memory-mb", type=_finite, default=1024.0,
                    help="device memory budget of the sweeps' chunks (default 1024)")
     p.add_argument("--workers", type=int, default=None,
                    help="relations audited at once, each in its own process (default: one per "
@@ -176,8 +195,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(__version__)
             return 0
         if args.command is None:
-            _parser().print_help()
-            return 2
+            _parser().print_usage(sys.stderr)
+            return _fail("give a command (eval, check, sweep, search, audit, show, relations, "
+                         "notions); see 'jaxpriv --help'")
         from jaxpriv import registry
 
         registry.load_plugins(args.plugin)
@@ -283,7 +303,8 @@ def evaluate_notions(mech, extras: dict[str, Any]) -> dict[str, Any]:
     for key, notion in registry.NOTIONS.items():
         if not notion.show or (notion.needs_records and mech.records is None):
             continue
-        given = {name: extras[name] for name in notion.params if extras.get(name) is not None}
+        given = {name: notion.checked(name, extras[name]) for name in notion.params
+                 if extras.get(name) is not None}
         required = {name: value for name, value in given.items()
                     if notion.params[name] is registry.REQUIRED}
         try:

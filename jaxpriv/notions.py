@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Union
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float
@@ -347,6 +348,10 @@ def failure_probabilities(mech: Mechanism, mu, alpha) -> Float[Array, "*b n"]:
     """``β(d)`` for each secret: the chance the output value misses ``μ`` by more than ``α``."""
     if mech.values is None:
         raise InputError("the PAC notions need output values: give 'values' with the mechanism")
+    for name, value in (("mu", mu), ("alpha", alpha)):
+        if isinstance(value, bool) or not isinstance(
+                value, (int, float, np.number, np.ndarray, jax.Array, jax.core.Tracer)):
+            raise InputError(f"the PAC notions need '{name}' to be a number, got {value!r}")
     return failure_probability_kernel(mech.log_K, mech.values, mu, alpha)
 
 
@@ -413,6 +418,7 @@ def _checked_law(q, m: int) -> np.ndarray:
 
 
 def _checked_secret(d: int, n: int) -> int:
-    if int(d) != d or not 0 <= d < n:
+    if isinstance(d, bool) or not isinstance(d, (int, float, np.number)) \
+            or not np.isfinite(d) or int(d) != d or not 0 <= d < n:
         raise InputError(f"d_true must be a secret index in 0..{n - 1}, got {d}")
     return int(d)

@@ -43,6 +43,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import inspect
+import math
 import re
 import sys
 from pathlib import Path
@@ -104,6 +105,19 @@ class Source:
 
     def __str__(self) -> str:
         return f"{self.paper} {self.theorem}".strip()
+
+
+def _parameter_value(value: Any) -> bool:
+    """Whether a notion parameter read from a file or the command line is usable: a name, a
+    number (not NaN), or a non-empty (nested) list of numbers; arrays pass as they are."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, float):
+        return not math.isnan(value)
+    if isinstance(value, (list, tuple)):
+        return bool(value) and all(not isinstance(v, str) and _parameter_value(v) for v in value)
+    return isinstance(value, (str, int, np.number, np.ndarray, jax.Array)) or \
+        isinstance(value, jax.core.Tracer)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -193,8 +207,19 @@ class Notion:
             if value is REQUIRED:
                 raise InputError(f"notion {self.key!r} needs '{name}' (in the witness file or "
                                  "as an option)")
-            values[name] = value
+            values[name] = self.checked(name, value)
         return values
+
+    def checked(self, name: str, value: Any) -> Any:
+        """``value`` of parameter ``name``, if usable (a name, a number that is not NaN, a
+        non-empty list of numbers; a number where the default is one); else an InputError."""
+        default = self.params.get(name)
+        if not _parameter_value(value) or (isinstance(default, (int, float)) and
+                                           isinstance(value, (list, tuple, str))):
+            kind = "a number" if isinstance(default, (int, float)) else \
+                "a number, a list of numbers or a name"
+            raise InputError(f"notion {self.key!r}: '{name}' must be {kind}, got {value!r}")
+        return value
 
     def evaluate(self, mech: Mechanism, options: Mapping[str, Any] | None = None):
         """The reference level at ``options`` (extra options are ignored)."""

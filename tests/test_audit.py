@@ -125,13 +125,67 @@ def test_another_budget_in_the_same_directory_is_refused(audited):
         audit.run(audit.BUDGETS["quick"], IDS, out, progress=False, log=lambda _: None)
 
 
-def test_parallel_workers_give_the_serial_verdicts(audited, tmp_path):
+KILLED_AUDIT = """
+import dataclasses, sys
+from jaxpriv import audit
+small = dataclasses.replace(audit.BUDGETS["quick"], **{settings!r})
+audit.run(small, ["R2", "R6"], sys.argv[1], workers=2, progress=False, log=lambda _: None)
+"""
+
+
+def test_a_parallel_audit_killed_with_sigkill_stops_its_workers_and_resumes_to_the_serial_verdicts(
+        audited, tmp_path):
+    """The audit's parent is killed (``kill -9``) while its two workers write their relations'
+    runs: the workers notice and stop (nothing keeps writing the directory), and the resumed
+    parallel audit gives exactly the verdicts of the uninterrupted serial one."""
+    import os
+    import signal
+    import time
+
+    from jaxpriv import runstate
+
     _, serial, _ = audited
-    parallel = audit.run(SMALL, ["R2", "R6"], tmp_path, workers=2, progress=False,
-                         log=lambda _: None)
-    keep = ("verdict", "worst_slack", "where", "witness", "violation_count", "certified_slack")
+    settings = {k: v for k, v in dataclasses.asdict(SMALL).items()
+                if v != getattr(audit.BUDGETS["quick"], k)}
+    parent = subprocess.Popen([sys.executable, "-c", KILLED_AUDIT.format(settings=settings),
+                               str(tmp_path)])
+    workers: set[int] = set()
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and parent.poll() is None:
+        # the workers' run-directory locks name them; kill once a run has checkpointed
+        workers |= {runstate.holder(lock.parent).get("pid") for lock in
+                    tmp_path.glob("R*/*/" + runstate.LOCK)} - {None}
+        if workers and (any(tmp_path.glob("R*/*/checkpoint*.npz")) or
+                        any(tmp_path.glob("R*/*/search_state*.npz"))):
+            break
+        time.sleep(0.05)
+    assert parent.poll() is None, "the audit finished before it could be killed"
+    assert workers
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+
+    def alive(pid):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    deadline = time.monotonic() + 30
+    while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(alive(pid) for pid in workers), "an orphaned worker kept running"
+    runs = [d for d in tmp_path.glob("R*/*") if d.is_dir()]
+    assert runs and not all((d / "summary.json").exists() for d in runs)  # killed mid-way
+    assert not (tmp_path / "summary.json").exists() or len(
+        json.loads((tmp_path / "summary.json").read_text())["relations"]) < 2
+
+    resumed = audit.run(SMALL, ["R2", "R6"], tmp_path, workers=2, progress=False,
+                        log=lambda _: None)
+    keep = ("verdict", "worst_slack", "where", "witness", "violation_count", "violations",
+            "certified_slack", "sweep_worst_slack", "search_worst_slack", "search_max_gap")
     pick = lambda s: {v["relation"]: {k: v[k] for k in keep} for v in s["relations"]}
-    assert pick(parallel) == {rid: pick(serial)[rid] for rid in ("R2", "R6")}
+    assert pick(resumed) == {rid: pick(serial)[rid] for rid in ("R2", "R6")}
 
 
 def test_show_rechecks_witnesses(audited, capsys):
