@@ -214,6 +214,8 @@ class Notion:
         """``value`` of parameter ``name``, if usable (a name, a number that is not NaN, a
         non-empty list of numbers; a number where the default is one); else an InputError."""
         default = self.params.get(name)
+        if value is None and default is None:  # an optional parameter left out
+            return None
         if not _parameter_value(value) or (isinstance(default, (int, float)) and
                                            isinstance(value, (list, tuple, str))):
             kind = "a number" if isinstance(default, (int, float)) else \

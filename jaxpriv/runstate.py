@@ -69,6 +69,8 @@ def prepare(out: str | os.PathLike | None, resume: bool, checkpoint: str, what: 
         writable_directory(out_dir)
         if not resume and has_checkpoint(out_dir, checkpoint):
             raise InputError(f"{out_dir} already holds a {what}; use --resume, or a new --out")
+        for litter in [*out_dir.glob(".*.tmp"), *out_dir.glob(f"{WITNESSES}/.*.tmp")]:
+            litter.unlink(missing_ok=True)  # a killed writer's unfinished temp files
         try:
             (out_dir / WITNESSES).mkdir(exist_ok=True)
         except OSError as error:

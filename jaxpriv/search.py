@@ -187,7 +187,7 @@ MAX_GRID_POINTS = 10_000
 
 def parse_grid(text: str) -> tuple[float, ...]:
     """``"a:b:k"`` (``k`` points from ``a`` to ``b ≥ a``) or a comma list ``"0.1,0.5,1"`` of
-    premise levels: finite, non-negative, at most :data:`MAX_GRID_POINTS`."""
+    premise levels: finite, positive, at most :data:`MAX_GRID_POINTS`."""
     try:
         if ":" in text:
             low, high, count = text.split(":")
@@ -210,8 +210,8 @@ def parse_grid(text: str) -> tuple[float, ...]:
         raise InputError(f"--grid {text!r} has no points")
     if points.size > MAX_GRID_POINTS:
         raise InputError(f"--grid {text!r}: {points.size} points; at most {MAX_GRID_POINTS}")
-    if not np.all(np.isfinite(points)) or np.any(points < 0):
-        raise InputError(f"--grid {text!r}: premise levels must be finite and >= 0")
+    if not np.all(np.isfinite(points)) or np.any(points <= 0):
+        raise InputError(f"--grid {text!r}: grid points must be finite and > 0 (premise levels)")
     return tuple(float(v) for v in points)
 
 

@@ -1,9 +1,22 @@
+import atexit
 import os
+import shutil
+import tempfile
 
-import jax
-import numpy as np
-import pytest
-from hypothesis import settings
+# One persistent compilation cache for the session, shared with the processes tests start
+# (audit workers, CLI subprocesses): a program compiled once is not compiled again. Every test
+# still compiles what it runs at least once per session; the cache starts empty.
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    _cache = tempfile.mkdtemp(prefix="jaxpriv-test-compilation-cache-")
+    atexit.register(shutil.rmtree, _cache, ignore_errors=True)
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = _cache
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+
+import jax  # noqa: E402 - after the cache settings above
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
 
 # CI replays a fixed set of examples (no flaky runs); local runs keep exploring new ones.
 settings.register_profile("ci", derandomize=True, print_blob=True)
