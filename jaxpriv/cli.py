@@ -275,13 +275,29 @@ def _unexpected(error: Exception) -> int:
 # -- eval --------------------------------------------------------------------------------------
 
 
+def _about(path):
+    """Errors inside the block name the file ``path`` (once)."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def naming():
+        try:
+            yield
+        except InputError as error:
+            if str(error).startswith(str(path)):
+                raise
+            raise InputError(f"{path}: {error}") from None
+
+    return naming()
+
+
 def _eval(args) -> int:
     import jax
 
     from jaxpriv import io
 
     mech, extras = io.load_mechanism(args.file)
-    with jax.enable_x64(True):
+    with jax.enable_x64(True), _about(args.file):
         result: dict[str, Any] = {"n": mech.n, "m": mech.m}
         result.update(evaluate_notions(mech, extras))
     if args.json:
@@ -365,13 +381,14 @@ def _check(args) -> int:
               f"checking {relation.id}", file=sys.stderr)
     from jaxpriv import certify
 
-    parameter, options = certify.witness_check_arguments(extras, relation)
-    for key in ("law", "mu", "alpha", "d_true"):
-        if getattr(args, key) is not None:
-            options[key] = getattr(args, key)
-    if args.parameter is not None:
-        parameter = args.parameter
-    result = relation.check(mech, parameter=parameter, **options)
+    with _about(args.file):
+        parameter, options = certify.witness_check_arguments(extras, relation)
+        for key in ("law", "mu", "alpha", "d_true"):
+            if getattr(args, key) is not None:
+                options[key] = getattr(args, key)
+        if args.parameter is not None:
+            parameter = args.parameter
+        result = relation.check(mech, parameter=parameter, **options)
     return _report_check(relation, result, args.json)
 
 
