@@ -252,8 +252,15 @@ def _run_relation(tasks: list[Task], out: Path, progress: bool) -> list[tuple[st
 
 
 def _relation_worker(tasks: list[Task], out: str) -> list[tuple[str, str, float]]:
-    """:func:`_run_relation` in a worker process (set up by :func:`_worker_setup`)."""
-    return _run_relation(tasks, Path(out), progress=False)
+    """:func:`_run_relation` in a worker process (set up by :func:`_worker_setup`); a plugin's
+    own exception comes back as the one-line error it would be in the parent."""
+    try:
+        return _run_relation(tasks, Path(out), progress=False)
+    except Exception as error:  # noqa: BLE001 - re-raised unless it is a plugin's
+        found = registry.plugin_error(error)
+        if found is None:
+            raise
+        raise found from None
 
 
 WORKER_LOCK_WAIT = 10.0

@@ -250,17 +250,12 @@ def _unexpected(error: Exception) -> int:
     """A plugin's own exception (named with its file and line), the device running out of
     memory, or a bug in jaxpriv (traceback and a request to report it)."""
     import traceback
-    from pathlib import Path
 
     from jaxpriv import registry
 
-    plugins = {str(Path(f).resolve()) for f in registry.LOADED_PLUGINS}
-    frames = [f for f in traceback.extract_tb(error.__traceback__)
-              if str(Path(f.filename).resolve()) in plugins]
-    if frames:
-        frame = frames[-1]
-        return _fail(f"plugin {frame.filename} (line {frame.lineno}, in {frame.name}): "
-                     f"{type(error).__name__}: {error}; fix the plugin")
+    found = registry.plugin_error(error)
+    if found is not None:
+        return _fail(str(found))
     text = str(error)
     if "RESOURCE_EXHAUSTED" in text or "out of memory" in text.lower():
         return _fail("the device ran out of memory: lower --memory-mb or --chunk")

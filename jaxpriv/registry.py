@@ -759,6 +759,22 @@ def _plugin_line(error: BaseException, path: Path) -> str:
     return ""
 
 
+def plugin_error(error: BaseException) -> InputError | None:
+    """An exception raised by a loaded plugin's own code while jaxpriv ran it, as one-line
+    :class:`InputError` naming the plugin file, line and function; ``None`` if no plugin frame
+    is in its traceback (then it is jaxpriv's)."""
+    import traceback
+
+    plugins = {str(Path(f).resolve()) for f in LOADED_PLUGINS}
+    frames = [f for f in traceback.extract_tb(error.__traceback__)
+              if str(Path(f.filename).resolve()) in plugins]
+    if not frames:
+        return None
+    frame = frames[-1]
+    return InputError(f"plugin {frame.filename} (line {frame.lineno}, in {frame.name}): "
+                      f"{type(error).__name__}: {error}; fix the plugin")
+
+
 def load_plugins(files=(), entry_points: bool = True) -> None:
     """Load plugin files and (optionally) every installed ``jaxpriv.plugins`` entry point.
 

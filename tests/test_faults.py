@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from jaxpriv import cli, io, runstate, search, sweep
+from jaxpriv import InputError, cli, io, runstate, search, sweep
 
 FORBIDDEN = "/proc/jaxpriv-cannot-be-created"
 FUZZ = int(os.environ.get("JAXPRIV_FUZZ", "1"))  # more examples: JAXPRIV_FUZZ=20 pytest ...  # /proc refuses mkdir, even to root
@@ -352,6 +352,31 @@ def test_a_plugin_that_raises_while_running_is_named_with_its_line(tmp_path, cap
                                       if p != str(plugin.resolve())]
     assert_one_line_error(code, err, f"plugin {plugin}", "line 5", "ZeroDivisionError",
                           "the plugin's own bug")
+
+
+def test_a_plugin_that_raises_in_an_audit_worker_is_the_same_one_line(tmp_path):
+    """An audit worker hands a plugin's exception back as the InputError the parent prints
+    (run here in this process: the worker function itself)."""
+    from jaxpriv import audit, registry
+
+    plugin = tmp_path / "raising.py"
+    plugin.write_text(RAISING_PLUGIN + '''
+from jaxpriv import Relation
+register(Relation(id="BROKEN1", statement="eps-LDP => broken_level <= eps", premise="ldp",
+                  conclusion="broken_level", bound=lambda x, *p: x, sources=(Source("test"),)))
+''')
+    try:
+        registry.load_plugin(plugin)
+        tasks = [t for t in audit.plan(audit.BUDGETS["quick"], ["BROKEN1"])
+                 if t.kind == "sweep"]
+        with pytest.raises(InputError, match=r"plugin .*raising.py \(line 5, in level\): "
+                                             r"ZeroDivisionError"):
+            audit._relation_worker(tasks, str(tmp_path / "audit"))
+    finally:
+        registry.unregister("BROKEN1")
+        registry.NOTIONS.pop("broken_level", None)
+        registry.LOADED_PLUGINS[:] = [p for p in registry.LOADED_PLUGINS
+                                      if p != str(plugin.resolve())]
 
 
 def test_a_bug_in_jaxpriv_shows_a_traceback_and_asks_for_a_report(capsys, monkeypatch):
