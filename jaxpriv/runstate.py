@@ -189,6 +189,17 @@ def lock(directory: Path, what: str, wait: float | None = None):
 
     Raises:
       InputError: another live process holds it (its host and pid named).
+
+    Examples:
+      >>> import tempfile
+      >>> from pathlib import Path
+      >>> from jaxpriv import runstate
+      >>> run = Path(tempfile.mkdtemp())
+      >>> with runstate.lock(run, "sweep R5"):
+      ...     print(runstate.holder(run)["what"], (run / runstate.LOCK).exists())
+      sweep R5 True
+      >>> (run / runstate.LOCK).exists()  # released
+      False
     """
     key = str(Path(directory).resolve())
     if key in _HELD:
