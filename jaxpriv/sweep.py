@@ -153,6 +153,8 @@ def make_config(relation: str, n: int, m: int, count: int, seed: int = 0,
                   chunk=chunk, block=block, x_max=hint.x_max, param_max=hint.param_max,
                   param_bins=hint.param_bins, k=k, r=r)
     fields.update(overrides)
+    # a chunk smaller than the candidate count sends all of it to the float64 check
+    fields["candidates"] = min(int(fields.get("candidates", SweepConfig.candidates)), chunk)
     return SweepConfig(**fields)
 
 

@@ -545,3 +545,44 @@ def test_hand_edited_witnesses_are_rechecked_or_refused_in_one_line(edits, drop,
         if code == 2:
             assert len([ln for ln in err.splitlines() if ln.startswith("jaxpriv: error:")]) \
                 == 1, err
+
+
+@st.composite
+def small_runs(draw):
+    """A small sweep or search that really runs: random relation, shape, counts and options
+    (some of them refused, e.g. a layout a relation cannot take)."""
+    command = draw(st.sampled_from(["sweep", "search"]))
+    relation = draw(st.sampled_from(["R1", "R3", "R5", "R6", "R8", "R11", "R14", "R15"]))
+    argv = [command, "--relation", relation, "--quiet", "--seed", str(draw(st.integers(0, 3))),
+            "--n", draw(st.sampled_from(["2", "3", "4"])), "--m", draw(st.sampled_from(["2", "3"]))]
+    if draw(st.booleans()):
+        argv += ["--k", "2", "--r", draw(st.sampled_from(["1", "2"]))]
+    if command == "sweep":
+        argv += ["--count", draw(st.sampled_from(["1", "7", "300"])),
+                 "--bins", draw(st.sampled_from(["1", "3"])), "--t-max", "50", "--draws", "20"]
+        if draw(st.booleans()):
+            argv += ["--chunk", draw(st.sampled_from(["1", "64", "5000"]))]
+    else:
+        argv += ["--grid", draw(st.sampled_from(["0.5", "0.2,0.9", "0.1:0.8:2"])),
+                 "--restarts", draw(st.sampled_from(["1", "2"])),
+                 "--steps", draw(st.sampled_from(["1", "20"])), "--t-max", "50",
+                 "--law", draw(st.sampled_from(["record", "output"]))]
+        if draw(st.booleans()):
+            argv += ["--param", draw(st.sampled_from(["0", "0.3"]))]
+    return argv + (["--resume"] if draw(st.integers(0, 5)) == 0 else [])
+
+
+@settings(max_examples=10 * FUZZ, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(argv=small_runs())
+def test_random_small_runs_finish_or_fail_in_one_line(argv, tmp_path_factory, capsys):
+    """No stand-in here: the command runs (sweep or search), into a fresh directory."""
+    out = tmp_path_factory.mktemp("run")
+    code, _, err = run_cli(argv + ["--out", str(out / "run")], capsys)
+    event(f"{argv[0]}: exit {code}")
+    assert code in (0, 1, 2), (argv, err)
+    assert "Traceback" not in err, (argv, err)
+    if code == 2:
+        assert len([ln for ln in err.splitlines() if ln.startswith("jaxpriv: error:")]) == 1
+    else:
+        assert (out / "run" / "summary.json").exists() or "skipped" in err
