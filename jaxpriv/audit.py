@@ -199,17 +199,19 @@ def run_task(task: Task, out: Path, progress: bool = True) -> str:
     left by a killed run is resumed. Returns ``"done"``, ``"resumed"`` or ``"ran"``."""
     from jaxpriv import search, sweep
 
-    directory = run_dir(out, task)
-    if _finished(directory, task.config):
-        return "done"
-    checkpoint = checkpoint_file(task.config)
-    resume = checkpoint is not None and runstate.has_checkpoint(directory, checkpoint)
-    if task.kind == "sweep":
-        sweep.run(task.config, directory, resume=resume, progress=progress,
-                  write=report.write_sweep)
-    else:
-        search.run(task.config, directory, resume=resume, progress=progress,
-                   write=report.search_writer(run_dir(out, task._replace(kind="sweep"))))
+    directory = runstate.writable_directory(run_dir(out, task))
+    with runstate.lock(directory, f"audit {task.kind} {task.relation}"):
+        # decided under the lock: a worker of a killed audit may still write its last chunk
+        if _finished(directory, task.config):
+            return "done"
+        checkpoint = checkpoint_file(task.config)
+        resume = checkpoint is not None and runstate.has_checkpoint(directory, checkpoint)
+        if task.kind == "sweep":
+            sweep.run(task.config, directory, resume=resume, progress=progress,
+                      write=report.write_sweep)
+        else:
+            search.run(task.config, directory, resume=resume, progress=progress,
+                       write=report.search_writer(run_dir(out, task._replace(kind="sweep"))))
     return "resumed" if resume else "ran"
 
 
@@ -256,6 +258,8 @@ def _relation_worker(tasks: list[Task], out: str) -> list[tuple[str, str, float]
     own exception comes back as the one-line error it would be in the parent."""
     try:
         return _run_relation(tasks, Path(out), progress=False)
+    except (InputError, OSError):
+        raise  # already what the user is told
     except Exception as error:  # noqa: BLE001 - re-raised unless it is a plugin's
         found = registry.plugin_error(error)
         if found is None:
@@ -353,6 +357,7 @@ def _run_parallel(per_relation: dict[str, list[Task]], out: Path, workers: int, 
     """Relations in ``workers`` spawned processes (JAX cannot fork), results as they finish."""
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
 
     from tqdm.auto import tqdm
 
@@ -370,7 +375,13 @@ def _run_parallel(per_relation: dict[str, list[Task]], out: Path, workers: int, 
             ready, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in ready:
                 rid = pending.pop(future)
-                finished(rid, future.result())
+                try:
+                    done = future.result()
+                except BrokenProcessPool:
+                    raise InputError(f"an audit worker died while auditing {rid} (out of memory, "
+                                     "or killed?); finished runs are kept: run the same audit "
+                                     "again to resume") from None
+                finished(rid, done)
                 bar.update(1)
                 bar.set_postfix_str(rid)
     except BaseException:

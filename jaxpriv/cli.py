@@ -26,6 +26,7 @@ import argparse
 import json
 import math
 import sys
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -200,6 +201,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "notions); see 'jaxpriv --help'")
         from jaxpriv import registry
 
+        for name in ("out", "sweep"):  # '--out=~/x' reaches us unexpanded
+            if isinstance(getattr(args, name, None), str):
+                setattr(args, name, str(Path(getattr(args, name)).expanduser()))
         registry.load_plugins(args.plugin)
         commands = {"eval": _eval, "check": _check, "sweep": _sweep, "search": _search,
                     "audit": _audit, "show": _show, "relations": _relations,
@@ -237,8 +241,8 @@ def _os_problem(error: OSError) -> str:
     where = f"{error.filename}: " if error.filename else ""
     reason = error.strerror or str(error)
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
-        advice = ("free some space, then run the same command with --resume (an audit resumes "
-                  "by itself); finished work is kept")
+        advice = ("free some space, then run the same command again, with --resume if the run "
+                  "had begun (an audit resumes by itself); finished work is kept")
     elif error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         advice = "choose a path you can write, or fix its permissions"
     else:
@@ -530,8 +534,13 @@ def _search(args) -> int:
     if not configs:
         raise InputError(f"--relation {args.relation}: no relation could be searched with these "
                          "settings (see the lines above)")
-    if args.sweep is not None and not Path(args.sweep).is_dir():
-        raise InputError(f"--sweep {args.sweep}: not a sweep run directory (no such directory)")
+    if args.sweep is not None:
+        sweeps = [Path(args.sweep) / c.relation for c in configs] if len(configs) > 1 \
+            else [Path(args.sweep)]
+        for directory in sweeps:
+            if not (directory / "envelope.csv").is_file():
+                raise InputError(f"--sweep {args.sweep}: {directory} is not a finished sweep "
+                                 "run directory (no envelope.csv)")
     with _locked_out(args, "search"):
         return _search_runs(args, configs)
 

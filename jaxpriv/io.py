@@ -276,8 +276,11 @@ def _read_state(path: Path, count: int | None = None) -> tuple[dict[str, Any], l
     import zipfile
 
     try:
-        with np.load(path, allow_pickle=False) as data:
-            if not hasattr(data, "files") or "meta" not in data.files:
+        loaded = np.load(path, allow_pickle=False)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):  # a .npy array, not an archive
+            raise InputError(f"{path}: not a jaxpriv checkpoint (an array, not an archive)")
+        with loaded as data:
+            if "meta" not in data.files:
                 raise InputError(f"{path}: not a jaxpriv checkpoint (no record in it)")
             meta = json.loads(str(data["meta"]))
             n = len(data.files) - 1

@@ -771,8 +771,9 @@ def plugin_error(error: BaseException) -> InputError | None:
     if not frames:
         return None
     frame = frames[-1]
+    first = (str(error).strip().splitlines() or [""])[0]  # JAX's messages run to many lines
     return InputError(f"plugin {frame.filename} (line {frame.lineno}, in {frame.name}): "
-                      f"{type(error).__name__}: {error}; fix the plugin")
+                      f"{type(error).__name__}: {first}; fix the plugin")
 
 
 def load_plugins(files=(), entry_points: bool = True) -> None:

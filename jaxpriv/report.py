@@ -157,9 +157,14 @@ def read_envelope(run_dir: Path) -> list[dict]:
     if not path.exists():
         from jaxpriv.errors import InputError
         raise InputError(f"{run_dir}: no envelope.csv (is it a finished sweep or search?)")
-    with open(path) as f:
-        return [{k: (v if k == "witness" else (np.nan if v == "" else float(v)))
-                 for k, v in row.items()} for row in csv.DictReader(f)]
+    try:
+        with open(path) as f:
+            return [{k: (v if k == "witness" else (np.nan if v == "" else float(v)))
+                     for k, v in row.items()} for row in csv.DictReader(f)]
+    except (ValueError, TypeError, UnicodeDecodeError, csv.Error) as error:
+        from jaxpriv.errors import InputError
+        raise InputError(f"{path}: not an envelope jaxpriv wrote ({type(error).__name__}: "
+                         f"{error})") from None
 
 
 # --------------------------------------------------------------------------------------------

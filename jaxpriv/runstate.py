@@ -62,11 +62,11 @@ def prepare(out: str | os.PathLike | None, resume: bool, checkpoint: str, what: 
     """The run directory (created, writable, with ``witnesses/``), after the resume guards:
     ``resume`` needs a directory, and a fresh run refuses a directory that already holds a
     ``what``'s checkpoint. Call it under :func:`lock` (see :func:`run_directory`)."""
-    out_dir = Path(out) if out is not None else None
+    out_dir = Path(out).expanduser() if out is not None else None
     if resume and out_dir is None:
         raise InputError("--resume needs --out DIR")
     if out_dir is not None:
-        writable_directory(out_dir)
+        out_dir = writable_directory(out_dir)
         if not resume and has_checkpoint(out_dir, checkpoint):
             raise InputError(f"{out_dir} already holds a {what}; use --resume, or a new --out")
         for litter in [*out_dir.glob(".*.tmp"), *out_dir.glob(f"{WITNESSES}/.*.tmp")]:
@@ -122,7 +122,7 @@ def save_record(out_dir: Path, name: str, config: dict[str, Any], state: dict[st
             raise OSError(f"{tmp}: the checkpoint read back differs from the one written")
 
     io.atomic_write(out_dir / name, lambda f: f.write(text), verify=verify,
-                    keep_previous=io.readable(io.read_json))
+                    keep_previous=io.readable(_read_record))
 
 
 def load_record(out_dir: Path | None, name: str, config: dict[str, Any]) -> dict[str, Any]:
@@ -135,15 +135,22 @@ def load_record(out_dir: Path | None, name: str, config: dict[str, Any]) -> dict
         raise InputError(f"{out_dir}: no checkpoint to resume (run without --resume first)")
 
     def read(file: Path) -> dict[str, Any]:
-        record = io.read_json(file)
-        if not isinstance(record, dict) or not isinstance(record.get("config"), dict):
-            raise InputError(f"{file}: not a jaxpriv checkpoint (no settings in it)")
-        io.check_format(file, record)
+        record = _read_record(file)
         io.check_same_config(out_dir, record.pop("config"), config)
         record.pop("format", None)
         return record
 
     return io.read_latest(path, read, note=note)
+
+
+def _read_record(file: Path) -> dict[str, Any]:
+    """A JSON checkpoint of :data:`jaxpriv.io.CHECKPOINT_FORMAT` with its settings; an
+    InputError otherwise."""
+    record = io.read_json(file)
+    if not isinstance(record, dict) or not isinstance(record.get("config"), dict):
+        raise InputError(f"{file}: not a jaxpriv checkpoint (no settings in it)")
+    io.check_format(file, record)
+    return record
 
 
 # --------------------------------------------------------------------------------------------
@@ -245,23 +252,34 @@ def _acquire(directory: Path, what: str, wait: float) -> int | None:
                 continue
             raise InputError(f"{directory} is in use by {_describe(holder(directory))}; wait "
                              "for it to finish, or use another --out") from None
-        except OSError:  # a filesystem without locks: carry on unserialized
+        except OSError as error:  # a filesystem without locks: carry on unserialized
+            note(f"{directory}: cannot lock it ({error.strerror or error}); nothing stops "
+                 "another run from writing it too")
             return fd
         try:  # the file may have been removed by its last holder since we opened it
-            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+            now, mine = os.stat(path), os.fstat(fd)
+            same = (now.st_ino, now.st_dev) == (mine.st_ino, mine.st_dev)
         except FileNotFoundError:
             same = False
         if not same:
             os.close(fd)
+            if time.monotonic() > deadline + 10:
+                raise InputError(f"{directory}: its lock file keeps changing; is another "
+                                 "jaxpriv run starting there?")
+            time.sleep(0.01)
             continue
-        stale = holder(directory)
-        if stale:
-            note(f"{directory}: taking over the lock of {_describe(stale)}, which is no "
-                 "longer running")
-        record = {"host": socket.gethostname(), "pid": os.getpid(), "what": what,
-                  "since": time.strftime("%Y-%m-%d %H:%M:%S")}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(record).encode(), 0)
+        try:
+            stale = holder(directory)
+            if stale:
+                note(f"{directory}: taking over the lock of {_describe(stale)}, which is no "
+                     "longer running")
+            record = {"host": socket.gethostname(), "pid": os.getpid(), "what": what,
+                      "since": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(record).encode(), 0)
+        except BaseException:
+            os.close(fd)  # releases the lock: this process must not lock itself out
+            raise
         return fd
 
 

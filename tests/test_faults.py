@@ -117,6 +117,38 @@ def test_missing_inputs_and_bad_grids_are_one_line(argv, needle, tmp_path, capsy
     assert_one_line_error(code, err, needle)
 
 
+def test_a_tilde_in_out_is_the_home_directory(tmp_path, capsys, monkeypatch):
+    """``--out=~/x`` reaches jaxpriv unexpanded (the shell expands only a word-initial ~)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    code, _, err = run_cli(SWEEP + ["--out=~/runs/r2"], capsys)
+    assert code == 0, err
+    assert (tmp_path / "runs" / "r2" / "summary.json").exists()
+
+
+def test_a_sweep_directory_that_is_not_one_is_one_line(tmp_path, capsys):
+    fake = tmp_path / "fake-sweep"
+    fake.mkdir()
+    code, _, err = run_cli(SEARCH + ["--out", tmp_path / "s", "--sweep", fake], capsys)
+    assert_one_line_error(code, err, "not a finished sweep run directory")
+    (fake / "envelope.csv").write_text("x,slack\nabc,1\n")
+    code, _, err = run_cli(SEARCH + ["--out", tmp_path / "s2", "--sweep", fake], capsys)
+    assert_one_line_error(code, err, "not an envelope jaxpriv wrote")
+
+
+def test_an_audit_worker_that_dies_is_one_line(tmp_path, capsys):
+    """A worker process that dies (here: as it starts, in a plugin only workers run)."""
+    plugin = tmp_path / "dies_in_workers.py"
+    plugin.write_text("import multiprocessing, os\n"
+                      "if multiprocessing.current_process().name != 'MainProcess':\n"
+                      "    os._exit(1)\n")
+    code, _, err = run_cli(["audit", "--quiet", "--relations", "R1,R2", "--workers", "2",
+                            "--plugin", plugin, "--out", tmp_path / "audit"], capsys)
+    from jaxpriv import registry
+    registry.LOADED_PLUGINS[:] = [p for p in registry.LOADED_PLUGINS
+                                  if p != str(plugin.resolve())]
+    assert_one_line_error(code, err, "an audit worker died", "run the same audit again")
+
+
 # --------------------------------------------------------------------------------------------
 # checkpoints
 # --------------------------------------------------------------------------------------------
@@ -216,6 +248,12 @@ def test_foreign_and_old_checkpoints_are_refused(sweep_runs, tmp_path, capsys):
     os.replace(checkpoint.with_suffix(".tmp.npz"), checkpoint)
     code, _, err = run_cli(argv, capsys)
     assert_one_line_error(code, err, "format 1", f"format {io.CHECKPOINT_FORMAT}")
+
+    # a bare array where the archive belongs
+    np.save(checkpoint.with_suffix(".tmp.npy"), np.zeros(3))
+    os.replace(checkpoint.with_suffix(".tmp.npy"), checkpoint)
+    code, _, err = run_cli(argv, capsys)
+    assert_one_line_error(code, err, "an array, not an archive")
 
     # other settings
     checkpoint.write_bytes(b"")
@@ -477,10 +515,13 @@ def hostile_files(tmp_path_factory):
 
 
 @pytest.fixture
-def no_work(monkeypatch):
+def no_work(monkeypatch, tmp_path):
     """The work a valid command line starts (sweeps, searches, audits: tested on their own)
-    replaced by a stand-in, so the property test runs every check made before the work."""
+    replaced by a stand-in, so the property test runs every check made before the work; run in
+    a scratch directory (relative --out values are created there)."""
     from jaxpriv import audit
+
+    monkeypatch.chdir(tmp_path)
 
     started = []
     monkeypatch.setattr(cli, "_sweep_runs", lambda args, configs: started.append(args) or 0)
