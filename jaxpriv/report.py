@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxpriv import registry
+from jaxpriv import io, registry
 
 ENVELOPE_COLUMNS = ("x", "param", "premise", "parameter", "conclusion", "bound", "slack", "count",
                     "witness")
@@ -63,10 +63,7 @@ def write_sweep(out_dir: Path, result, relation) -> dict:
         return write_statistical(out_dir, result, relation)
     config = result.config
     rows = result.rows
-    with open(out_dir / "envelope.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=ENVELOPE_COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(out_dir / "envelope.csv", ENVELOPE_COLUMNS, rows)
     worst, where = result.worst_slack, result.worst
     summary = {
         **_about(config, relation),
@@ -83,7 +80,7 @@ def write_sweep(out_dir: Path, result, relation) -> dict:
         "envelope_kind": "lower bound (random sweep)",
         **_provenance(config),
     }
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    write_json(out_dir / "summary.json", summary)
     plot_envelope(out_dir / "envelope.png", rows, config, relation)
     return summary
 
@@ -106,11 +103,9 @@ def write_search(out_dir: Path, result, relation,
         return write_statistical(out_dir, result, relation)
     config = result.config
     rows = result.rows
-    with open(out_dir / "envelope.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=SEARCH_COLUMNS)
-        writer.writeheader()
-        writer.writerows({k: ("" if isinstance(v, float) and np.isnan(v) else v)
-                          for k, v in row.items()} for row in rows)
+    write_csv(out_dir / "envelope.csv", SEARCH_COLUMNS,
+              [{k: ("" if isinstance(v, float) and np.isnan(v) else v) for k, v in row.items()}
+               for row in rows])
     slacks = [r["slack"] for r in rows if np.isfinite(r["slack"])]
     slacks += [v["slack"] for v in result.violations]
     gaps = [r["gap"] for r in rows if np.isfinite(r["gap"])]
@@ -137,7 +132,7 @@ def write_search(out_dir: Path, result, relation,
         "max_gap": max(gaps) if gaps else None,
         **_provenance(config),
     }
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    write_json(out_dir / "summary.json", summary)
     sweep_rows = read_envelope(Path(sweep_dir)) if sweep_dir is not None else None
     plot_search(out_dir / "envelope.png", rows, config, relation, sweep_rows)
     return summary
@@ -149,6 +144,20 @@ def search_writer(sweep_dir: str | Path | None):
     def write(out_dir: Path, result, relation) -> dict:
         return write_search(out_dir, result, relation, sweep_dir)
     return write
+
+
+def write_csv(path: Path, columns, rows) -> None:
+    """``rows`` (dicts) as a CSV file with ``columns``, written atomically."""
+    def write(f):
+        writer = csv.DictWriter(f, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    io.atomic_write(path, write)
+
+
+def write_json(path: Path, data) -> None:
+    """``data`` as indented JSON, written atomically (a kill leaves the old file or none)."""
+    io.atomic_write(path, lambda f: f.write(json.dumps(data, indent=1) + "\n"))
 
 
 def read_envelope(run_dir: Path) -> list[dict]:
@@ -183,10 +192,7 @@ def write_statistical(out_dir: Path, result, relation) -> dict:
     sweep or search (:mod:`jaxpriv.statistical_audit`)."""
     config = result.config
     rows = result.rows
-    with open(out_dir / "envelope.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=STATISTICAL_COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(out_dir / "envelope.csv", STATISTICAL_COLUMNS, rows)
     slacks = [r["slack"] for r in rows] + [v["slack"] for v in result.violations]
     settings = config.count if config.mode == "sweep" else sum(r["count"] for r in rows)
     summary = {
@@ -206,7 +212,7 @@ def write_statistical(out_dir: Path, result, relation) -> dict:
         **result.extra,
         **_provenance(config),
     }
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    write_json(out_dir / "summary.json", summary)
     plot_statistical(out_dir / "envelope.png", rows, config, relation)
     return summary
 
@@ -879,14 +885,14 @@ def write_audit(out: Path, summary: dict) -> None:
                     f"<img alt='{v['relation']}' src='data:image/png;base64,{image}'>")
     grid = base64.b64encode((out / FIGURES / "grid.png").read_bytes()).decode()
     body.append(f"<h2>All relations</h2><img alt='grid' src='data:image/png;base64,{grid}'>")
-    (out / "report.md").write_text("\n".join(md))
+    io.atomic_write(out / "report.md", lambda f: f.write("\n".join(md)))
     style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
              "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;"
              "padding:3px 6px;text-align:left}tr.violated td{background:#fde2e2}"
              "img{max-width:100%}")
-    (out / "report.html").write_text(
-        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>jaxpriv audit</title>"
-        f"<style>{style}</style></head><body>{''.join(body)}</body></html>\n")
+    html = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>jaxpriv audit</title>"
+            f"<style>{style}</style></head><body>{''.join(body)}</body></html>\n")
+    io.atomic_write(out / "report.html", lambda f: f.write(html))
 
 
 def _details(v: dict) -> list[str]:
