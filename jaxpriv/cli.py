@@ -458,6 +458,7 @@ def _sweep(args) -> int:
     from jaxpriv import registry, sweep
 
     _use_cpu_cores(args.cpu_devices)
+    _use_compilation_cache()
     if args.distributed:
         try:
             jax.distributed.initialize()
@@ -511,6 +512,7 @@ def _search(args) -> int:
     from jaxpriv import registry, search
 
     _use_cpu_cores(args.cpu_devices)
+    _use_compilation_cache()
     grid = search.parse_grid(args.grid or "0.05:3:60")
     ids = _relation_ids(args.relation)
     configs = []
@@ -607,6 +609,7 @@ def _audit(args) -> int:
     from jaxpriv import audit, runstate
 
     _use_cpu_cores(args.cpu_devices)
+    _use_compilation_cache()
     spend = audit.budget(args.budget)
     if args.memory_mb <= 0:
         raise InputError(f"--memory-mb must be positive, got {args.memory_mb}")
@@ -691,6 +694,50 @@ def _records_layout(args) -> dict[str, int]:
         raise InputError(f"n = {args.n} is not a power of k = {args.k}: give --r (and --k) for "
                          "the database-level relations")
     return {"k": args.k, "r": r}
+
+
+CACHE_OFF = ("off", "0", "no", "none", "false")
+
+
+def cache_directory() -> Path | None:
+    """Where ``sweep``, ``search`` and ``audit`` keep JAX's persistent compilation cache, so a
+    second run does not compile again: ``$JAXPRIV_CACHE`` if set (``off`` disables it), else
+    ``$XDG_CACHE_HOME/jaxpriv`` or ``~/.cache/jaxpriv``; ``None`` when disabled or when the
+    user set JAX's own ``JAX_COMPILATION_CACHE_DIR`` (then JAX uses that)."""
+    import os
+
+    setting = os.environ.get("JAXPRIV_CACHE", "").strip()
+    if setting.lower() in CACHE_OFF:
+        return None
+    if not setting and os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        return None
+    base = Path(setting) if setting else Path(
+        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "jaxpriv"
+    return base.expanduser() / "jax-compilation"
+
+
+def _use_compilation_cache() -> None:
+    """Turn on JAX's persistent compilation cache at :func:`cache_directory` (also for the
+    audit's worker processes, through the environment they inherit). A cache directory that
+    cannot be created is a note, not an error: the run compiles as usual."""
+    import os
+
+    import jax
+
+    path = cache_directory()
+    if path is None:
+        return
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        print(f"jaxpriv: note: no compilation cache ({path}: {error.strerror or error}); set "
+              "JAXPRIV_CACHE to a writable directory, or JAXPRIV_CACHE=off", file=sys.stderr)
+        return
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = str(path)
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.3")
+    jax.config.update("jax_compilation_cache_dir", str(path))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs",
+                      float(os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]))
 
 
 def _use_cpu_cores(devices: int | None) -> None:

@@ -174,3 +174,47 @@ def test_search_plot_where_the_certified_slack_is_zero(capsys, tmp_path):
                            "--quiet", "--out", str(tmp_path))
     assert code == 0, out
     assert (tmp_path / "envelope.png").stat().st_size > 0
+
+
+def test_cache_directory_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+    monkeypatch.delenv("JAXPRIV_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cli.cache_directory() == tmp_path / "xdg" / "jaxpriv" / "jax-compilation"
+    monkeypatch.setenv("JAXPRIV_CACHE", str(tmp_path / "mine"))
+    assert cli.cache_directory() == tmp_path / "mine" / "jax-compilation"
+    monkeypatch.setenv("JAXPRIV_CACHE", "off")
+    assert cli.cache_directory() is None
+    monkeypatch.delenv("JAXPRIV_CACHE")
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "jax-own"))
+    assert cli.cache_directory() is None  # JAX's own setting wins
+
+
+def test_a_second_sweep_loads_its_programs_from_the_compilation_cache(tmp_path):
+    """The persistent compilation cache is on by default (``JAXPRIV_CACHE`` moves it, ``off``
+    disables it): the first run fills it, a second run with the same shapes adds nothing."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_PERSISTENT_CACHE")
+           and k != "JAX_COMPILATION_CACHE_DIR"}
+    env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"  # every program, however quick
+    command = [sys.executable, "-m", "jaxpriv.cli", "sweep", "--relation", "R2", "--n", "3",
+               "--m", "3", "--count", "5000", "--quiet"]
+    cache = tmp_path / "cache"
+
+    def sweep(out, setting):
+        done = subprocess.run(command + ["--out", str(tmp_path / out)], capture_output=True,
+                              text=True, env={**env, "JAXPRIV_CACHE": setting}, timeout=300)
+        assert done.returncode == 0, done.stderr
+
+    sweep("off", "off")
+    assert not cache.exists()
+    sweep("first", str(cache))
+    entries = sorted(p.name for p in (cache / "jax-compilation").iterdir())
+    assert entries
+    sweep("second", str(cache))
+    assert sorted(p.name for p in (cache / "jax-compilation").iterdir()) == entries
+    first, second = ((tmp_path / run / "envelope.csv").read_text() for run in ("first", "second"))
+    assert first == second
