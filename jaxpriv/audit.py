@@ -205,7 +205,7 @@ def run_task(task: Task, out: Path, progress: bool = True) -> str:
         if _finished(directory, task.config):
             return "done"
         checkpoint = checkpoint_file(task.config)
-        resume = checkpoint is not None and runstate.has_checkpoint(directory, checkpoint)
+        resume = checkpoint is not None and io.has_checkpoint(directory / checkpoint)
         if task.kind == "sweep":
             sweep.run(task.config, directory, resume=resume, progress=progress,
                       write=report.write_sweep)

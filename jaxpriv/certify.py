@@ -17,7 +17,6 @@ Examples:
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import jax
@@ -81,8 +80,7 @@ def witness_check_arguments(extras: dict, relation=None) -> tuple:
     claimed parameter, and the file's value of every parameter the relation's notions take."""
     key = next((k for k in PARAMETER_KEYS if extras.get(k) is not None), None)
     parameter = None if key is None else extras[key]
-    if key is not None and (isinstance(parameter, bool) or not isinstance(parameter, (int, float))
-                            or math.isnan(parameter)):
+    if key is not None and not registry.is_number(parameter):
         raise InputError(f"'{key}' must be a number (the parameter the bound is claimed at), "
                          f"got {parameter!r}")
     names = relation.notion_params if relation is not None else frozenset(
@@ -96,13 +94,9 @@ def check_witness(path: str | Path) -> registry.CheckResult:
     if not isinstance(data, dict):
         raise InputError(f"{path}: not a witness (expected a JSON object with a 'relation')")
     relation = registry.get(str(data.get("relation")))
-    try:
+    with io.about(path):
         if relation.kind == "statistical":
             return relation.check(**data)
         mech, extras = io.load_mechanism(path)
         parameter, options = witness_check_arguments(extras, relation)
         return relation.check(mech, parameter=parameter, **options)
-    except InputError as error:
-        if str(error).startswith(str(path)):
-            raise
-        raise InputError(f"{path}: {error}") from None

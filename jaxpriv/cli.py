@@ -274,29 +274,13 @@ def _unexpected(error: Exception) -> int:
 # -- eval --------------------------------------------------------------------------------------
 
 
-def _about(path):
-    """Errors inside the block name the file ``path`` (once)."""
-    import contextlib
-
-    @contextlib.contextmanager
-    def naming():
-        try:
-            yield
-        except InputError as error:
-            if str(error).startswith(str(path)):
-                raise
-            raise InputError(f"{path}: {error}") from None
-
-    return naming()
-
-
 def _eval(args) -> int:
     import jax
 
     from jaxpriv import io
 
     mech, extras = io.load_mechanism(args.file)
-    with jax.enable_x64(True), _about(args.file):
+    with jax.enable_x64(True), io.about(args.file):
         result: dict[str, Any] = {"n": mech.n, "m": mech.m}
         result.update(evaluate_notions(mech, extras))
     if args.json:
@@ -380,7 +364,7 @@ def _check(args) -> int:
               f"checking {relation.id}", file=sys.stderr)
     from jaxpriv import certify
 
-    with _about(args.file):
+    with io.about(args.file):
         parameter, options = certify.witness_check_arguments(extras, relation)
         for key in ("law", "mu", "alpha", "d_true"):
             if getattr(args, key) is not None:
@@ -457,8 +441,7 @@ def _sweep(args) -> int:
 
     from jaxpriv import registry, sweep
 
-    _use_cpu_cores(args.cpu_devices)
-    _use_compilation_cache()
+    _start_jax(args.cpu_devices)
     if args.distributed:
         try:
             jax.distributed.initialize()
@@ -507,12 +490,9 @@ def _sweep_runs(args, configs) -> int:
 
 
 def _search(args) -> int:
-    from pathlib import Path
-
     from jaxpriv import registry, search
 
-    _use_cpu_cores(args.cpu_devices)
-    _use_compilation_cache()
+    _start_jax(args.cpu_devices)
     grid = search.parse_grid(args.grid or "0.05:3:60")
     ids = _relation_ids(args.relation)
     configs = []
@@ -548,8 +528,6 @@ def _search(args) -> int:
 
 
 def _search_runs(args, configs) -> int:
-    from pathlib import Path
-
     from jaxpriv import report, search
 
     code = 0
@@ -608,8 +586,7 @@ def _grid_for(relation, grid, given: bool, alone: bool):
 def _audit(args) -> int:
     from jaxpriv import audit, runstate
 
-    _use_cpu_cores(args.cpu_devices)
-    _use_compilation_cache()
+    _start_jax(args.cpu_devices)
     spend = audit.budget(args.budget)
     if args.memory_mb <= 0:
         raise InputError(f"--memory-mb must be positive, got {args.memory_mb}")
@@ -663,9 +640,7 @@ def _runs(args, configs):
     """``(config, run directory, resume?)`` per run: one sub-directory per relation when there
     are several; with ``--resume``, a relation the killed run never reached starts afresh (and
     a finished run without a checkpoint, a statistical search, is not run again)."""
-    from pathlib import Path
-
-    from jaxpriv import runstate
+    from jaxpriv import io
     from jaxpriv.audit import checkpoint_file
 
     out = Path(args.out)
@@ -677,7 +652,7 @@ def _runs(args, configs):
                 yield config, run_dir, False
             continue
         resume = args.resume and (len(configs) == 1 or
-                                  runstate.has_checkpoint(run_dir, checkpoint))
+                                  io.has_checkpoint(run_dir / checkpoint))
         yield config, run_dir, resume
 
 
@@ -696,34 +671,37 @@ def _records_layout(args) -> dict[str, int]:
     return {"k": args.k, "r": r}
 
 
-CACHE_OFF = ("off", "0", "no", "none", "false")
+COMPILATION_CACHE = "jax-compilation"
+"""The folder of JAX's persistent compilation cache under jaxpriv's cache root (the native
+kernel's, :func:`jaxpriv.native.cache_root`: ``$JAXPRIV_CACHE``, else ``~/.cache/jaxpriv``)."""
 
 
 def cache_directory() -> Path | None:
     """Where ``sweep``, ``search`` and ``audit`` keep JAX's persistent compilation cache, so a
-    second run does not compile again: ``$JAXPRIV_CACHE`` if set (``off`` disables it), else
-    ``$XDG_CACHE_HOME/jaxpriv`` or ``~/.cache/jaxpriv``; ``None`` when disabled or when the
-    user set JAX's own ``JAX_COMPILATION_CACHE_DIR`` (then JAX uses that)."""
+    second run does not compile again: :data:`COMPILATION_CACHE` under jaxpriv's cache root;
+    ``None`` when ``JAXPRIV_COMPILATION_CACHE=off``, or when the user set JAX's own
+    ``JAX_COMPILATION_CACHE_DIR`` (then JAX uses that)."""
     import os
 
-    setting = os.environ.get("JAXPRIV_CACHE", "").strip()
-    if setting.lower() in CACHE_OFF:
+    from jaxpriv import native
+
+    if os.environ.get("JAXPRIV_COMPILATION_CACHE", "").strip().lower() in ("off", "0", "no"):
         return None
-    if not setting and os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+    if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
         return None
-    base = Path(setting) if setting else Path(
-        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "jaxpriv"
-    return base.expanduser() / "jax-compilation"
+    return native.cache_root() / COMPILATION_CACHE
 
 
-def _use_compilation_cache() -> None:
-    """Turn on JAX's persistent compilation cache at :func:`cache_directory` (also for the
-    audit's worker processes, through the environment they inherit). A cache directory that
-    cannot be created is a note, not an error: the run compiles as usual."""
+def _start_jax(devices: int | None) -> None:
+    """Before JAX runs anything: one device per CPU core (:func:`_use_cpu_cores`) and the
+    persistent compilation cache at :func:`cache_directory` (also for the audit's worker
+    processes, through the environment they inherit; a directory that cannot be created is a
+    note, and the run compiles as usual)."""
     import os
 
     import jax
 
+    _use_cpu_cores(devices)
     path = cache_directory()
     if path is None:
         return
@@ -731,7 +709,8 @@ def _use_compilation_cache() -> None:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         print(f"jaxpriv: note: no compilation cache ({path}: {error.strerror or error}); set "
-              "JAXPRIV_CACHE to a writable directory, or JAXPRIV_CACHE=off", file=sys.stderr)
+              "JAXPRIV_CACHE to a writable directory, or JAXPRIV_COMPILATION_CACHE=off",
+              file=sys.stderr)
         return
     os.environ["JAX_COMPILATION_CACHE_DIR"] = str(path)
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.3")

@@ -11,6 +11,7 @@ as ``Infinity``, which Python's ``json`` reads back.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -94,11 +95,19 @@ def read_json(path: str | os.PathLike) -> Any:
 def load_mechanism(path: str | os.PathLike) -> tuple[Mechanism, dict[str, Any]]:
     """Read a mechanism or witness file (float64); see :func:`mechanism_from_dict`."""
     data = read_json(path)
-    with jax.enable_x64(True):
-        try:
-            return mechanism_from_dict(data)
-        except InputError as e:
-            raise InputError(f"{path}: {e}") from None
+    with jax.enable_x64(True), about(path):
+        return mechanism_from_dict(data)
+
+
+@contextlib.contextmanager
+def about(path: str | os.PathLike):
+    """InputErrors raised in the block name the file ``path`` (once): what is wrong is in it."""
+    try:
+        yield
+    except InputError as error:
+        if str(error).startswith(str(path)):
+            raise
+        raise InputError(f"{path}: {error}") from None
 
 
 def save_mechanism(path: str | os.PathLike, mech: Mechanism, **extras: Any) -> Path:
@@ -111,7 +120,7 @@ def save_mechanism(path: str | os.PathLike, mech: Mechanism, **extras: Any) -> P
 
 
 def atomic_write(path: Path, write: Callable[[Any], Any], mode: str = "w", *,
-                 verify: Callable[[Path], Any] | None = None,
+                 newline: str | None = None, verify: Callable[[Path], Any] | None = None,
                  keep_previous: Callable[[Path], bool] | None = None) -> None:
     """Write ``path`` through ``write(file)`` so that a reader (or a kill) sees the old file or
     the complete new one, never a half-written one: temp file, fsync, rename.
@@ -120,6 +129,7 @@ def atomic_write(path: Path, write: Callable[[Any], Any], mode: str = "w", *,
       path: the file to (re)write.
       write: writes the content to the open temp file.
       mode: ``"w"`` (text) or ``"wb"``.
+      newline: as :func:`open`'s (``""`` for the csv module).
       verify: called with the temp file's path once it is complete; whatever it raises stops the
         write with the old file untouched (a checkpoint is read back before it replaces one).
       keep_previous: ``good(old_file) -> bool``; if given, the old file, when ``good``, is
@@ -133,7 +143,7 @@ def atomic_write(path: Path, write: Callable[[Any], Any], mode: str = "w", *,
     """
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, mode) as f:
+        with os.fdopen(fd, mode, newline=newline) as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
@@ -153,7 +163,12 @@ def previous_path(path: Path) -> Path:
     return path.with_name(f"{path.stem}.previous{path.suffix}")
 
 
-def read_latest(path: Path, read: Callable[[Path], Any], what: str = "checkpoint",
+def has_checkpoint(path: Path) -> bool:
+    """Whether there is a checkpoint ``path`` to resume: the file or its previous copy."""
+    return path.exists() or previous_path(path).exists()
+
+
+def read_latest(path: Path, read: Callable[[Path], Any],
                 note: Callable[[str], None] | None = None) -> Any:
     """``read(path)``, or, when that file is missing or damaged, ``read`` of the copy
     :func:`atomic_write` kept (``keep_previous``), with a note saying so.
@@ -171,7 +186,7 @@ def read_latest(path: Path, read: Callable[[Path], Any], what: str = "checkpoint
         except InputError:
             raise error from None
         if note is not None:
-            note(f"{error}; using the previous good {what}, {previous.name}")
+            note(f"{error}; using the previous good checkpoint, {previous.name}")
         return found
 
 
@@ -234,8 +249,10 @@ def save_state(path: Path, state: Any, config: dict[str, Any], progress: dict[st
         if any(a.shape != b.shape or a.dtype != b.dtype for a, b in zip(read[1], leaves)):
             raise OSError(f"{tmp}: the checkpoint read back differs from the one written")
 
+    # the old file was read back when it was written: whether it is still a whole archive with
+    # its record is enough to keep it as the previous one (its arrays are not loaded again)
     atomic_write(path, lambda f: np.savez(f, **arrays), mode="wb", verify=verify,
-                 keep_previous=readable(lambda old: _read_state(old, len(leaves))))
+                 keep_previous=readable(lambda old: _read_state(old, len(leaves), arrays=False)))
 
 
 def readable(read: Callable[[Path], Any]) -> Callable[[Path], bool]:
@@ -271,8 +288,10 @@ def check_format(path: Path, meta: dict[str, Any]) -> None:
                          "it, or start a new --out")
 
 
-def _read_state(path: Path, count: int | None = None) -> tuple[dict[str, Any], list[np.ndarray]]:
-    """The JSON record and array leaves of a checkpoint file; InputError if it is not one."""
+def _read_state(path: Path, count: int | None = None, arrays: bool = True
+                ) -> tuple[dict[str, Any], list[np.ndarray]]:
+    """The JSON record and array leaves of a checkpoint file (no leaves unless ``arrays``);
+    InputError if it is not one."""
     import zipfile
 
     try:
@@ -287,7 +306,7 @@ def _read_state(path: Path, count: int | None = None) -> tuple[dict[str, Any], l
             if sorted(data.files) != sorted(["meta"] + [f"a{i}" for i in range(n)]) or (
                     count is not None and n != count):
                 raise InputError(f"{path}: not a checkpoint of this kind of run")
-            leaves = [np.asarray(data[f"a{i}"]) for i in range(n)]
+            leaves = [np.asarray(data[f"a{i}"]) for i in range(n)] if arrays else []
     except InputError:
         raise
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile,
@@ -304,7 +323,7 @@ def load_state(path: Path, like: Any, config: dict[str, Any],
     """The state (shaped like the pytree ``like``) and progress record saved by :func:`save_state`
     — from the previous good checkpoint if the latest is damaged (``note`` says so); an
     InputError if neither is readable, or it is of another format, kind of run or ``config``."""
-    if not path.exists() and not previous_path(path).exists():
+    if not has_checkpoint(path):
         raise InputError(f"{path.parent}: no checkpoint to resume (run without --resume first)")
     like_leaves, treedef = jax.tree_util.tree_flatten(like)
 

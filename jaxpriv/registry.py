@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import inspect
 import math
 import re
 import sys
@@ -107,17 +106,19 @@ class Source:
         return f"{self.paper} {self.theorem}".strip()
 
 
+def is_number(value: Any) -> bool:
+    """Whether a value read from a file is a number: an int or float (±inf allowed), not a
+    bool, not NaN."""
+    return isinstance(value, (int, float, np.number)) and not isinstance(value, bool) \
+        and not math.isnan(value)
+
+
 def _parameter_value(value: Any) -> bool:
     """Whether a notion parameter read from a file or the command line is usable: a name, a
-    number (not NaN), or a non-empty (nested) list of numbers; arrays pass as they are."""
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, float):
-        return not math.isnan(value)
+    number, or a non-empty (nested) list of numbers; arrays pass as they are."""
     if isinstance(value, (list, tuple)):
         return bool(value) and all(not isinstance(v, str) and _parameter_value(v) for v in value)
-    return isinstance(value, (str, int, np.number, np.ndarray, jax.Array)) or \
-        isinstance(value, jax.core.Tracer)
+    return is_number(value) or isinstance(value, (str, np.ndarray, jax.Array, jax.core.Tracer))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -752,25 +753,27 @@ def load_plugin(path: str | Path) -> None:
 
 
 def _plugin_line(error: BaseException, path: Path) -> str:
-    for frame in reversed(inspect.getinnerframes(error.__traceback__) if
-                          error.__traceback__ else []):
-        if Path(frame.filename).resolve() == path.resolve():
-            return f" (line {frame.lineno})"
-    return ""
+    frame = _plugin_frame(error, [path])
+    return "" if frame is None else f" (line {frame.lineno})"
+
+
+def _plugin_frame(error: BaseException, files) -> Any:
+    """The innermost traceback frame of ``error`` in one of ``files`` (``None`` if none)."""
+    import traceback
+
+    wanted = {str(Path(f).resolve()) for f in files}
+    frames = [f for f in traceback.extract_tb(error.__traceback__)
+              if str(Path(f.filename).resolve()) in wanted]
+    return frames[-1] if frames else None
 
 
 def plugin_error(error: BaseException) -> InputError | None:
     """An exception raised by a loaded plugin's own code while jaxpriv ran it, as one-line
     :class:`InputError` naming the plugin file, line and function; ``None`` if no plugin frame
     is in its traceback (then it is jaxpriv's)."""
-    import traceback
-
-    plugins = {str(Path(f).resolve()) for f in LOADED_PLUGINS}
-    frames = [f for f in traceback.extract_tb(error.__traceback__)
-              if str(Path(f.filename).resolve()) in plugins]
-    if not frames:
+    frame = _plugin_frame(error, LOADED_PLUGINS)
+    if frame is None:
         return None
-    frame = frames[-1]
     first = (str(error).strip().splitlines() or [""])[0]  # JAX's messages run to many lines
     return InputError(f"plugin {frame.filename} (line {frame.lineno}, in {frame.name}): "
                       f"{type(error).__name__}: {first}; fix the plugin")

@@ -152,7 +152,7 @@ def write_csv(path: Path, columns, rows) -> None:
         writer = csv.DictWriter(f, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
-    io.atomic_write(path, write)
+    io.atomic_write(path, write, newline="")
 
 
 def write_json(path: Path, data) -> None:

@@ -57,20 +57,17 @@ def writable_directory(path: str | os.PathLike, flag: str = "--out") -> Path:
     return path
 
 
-def prepare(out: str | os.PathLike | None, resume: bool, checkpoint: str, what: str
-            ) -> Path | None:
-    """The run directory (created, writable, with ``witnesses/``), after the resume guards:
-    ``resume`` needs a directory, and a fresh run refuses a directory that already holds a
-    ``what``'s checkpoint. Call it under :func:`lock` (see :func:`run_directory`)."""
-    out_dir = Path(out).expanduser() if out is not None else None
+def _prepare(out_dir: Path | None, resume: bool, checkpoint: str, what: str) -> Path | None:
+    """The resume guards of a (checked, locked) run directory: ``resume`` needs a directory,
+    and a fresh run refuses a directory that already holds a ``what``'s checkpoint; then
+    ``witnesses/`` is made and a killed writer's unfinished temp files are cleared."""
     if resume and out_dir is None:
         raise InputError("--resume needs --out DIR")
     if out_dir is not None:
-        out_dir = writable_directory(out_dir)
-        if not resume and has_checkpoint(out_dir, checkpoint):
+        if not resume and io.has_checkpoint(out_dir / checkpoint):
             raise InputError(f"{out_dir} already holds a {what}; use --resume, or a new --out")
         for litter in [*out_dir.glob(".*.tmp"), *out_dir.glob(f"{WITNESSES}/.*.tmp")]:
-            litter.unlink(missing_ok=True)  # a killed writer's unfinished temp files
+            litter.unlink(missing_ok=True)
         try:
             (out_dir / WITNESSES).mkdir(exist_ok=True)
         except OSError as error:
@@ -79,21 +76,25 @@ def prepare(out: str | os.PathLike | None, resume: bool, checkpoint: str, what: 
     return out_dir
 
 
-def has_checkpoint(directory: Path, name: str) -> bool:
-    """Whether ``directory`` holds a checkpoint ``name`` to resume (or its previous copy)."""
-    return (directory / name).exists() or io.previous_path(directory / name).exists()
-
-
 @contextlib.contextmanager
-def run_directory(out: str | os.PathLike | None, resume: bool, checkpoint: str, what: str,
-                  wait: float | None = None):
-    """:func:`prepare` the run directory and hold its :func:`lock` for the run (a run without
-    a directory needs none)."""
+def run_directory(out: str | os.PathLike | None, resume: bool, checkpoint: str, what: str):
+    """The run directory (created, writable, with ``witnesses/``; ``None`` for a run without
+    one), held under its :func:`lock` for the run, after the resume guards: ``resume`` needs a
+    directory, and a fresh run refuses one that already holds a ``what``'s checkpoint."""
     if out is None:
-        yield prepare(out, resume, checkpoint, what)
+        yield _prepare(None, resume, checkpoint, what)
         return
-    with lock(writable_directory(out), what, wait=wait):
-        yield prepare(out, resume, checkpoint, what)
+    out_dir = writable_directory(out)
+    with lock(out_dir, what):
+        yield _prepare(out_dir, resume, checkpoint, what)
+
+
+def note_resumed(what: str, out_dir: Path, chunk: int, chunks: int, chunk_size: int, count: int,
+                 unit: str, violations: int | None = None) -> None:
+    """The line a resumed chunked run prints: where it continues."""
+    found = "" if violations is None else f", {violations} verified violations so far"
+    note(f"resuming {what} in {out_dir} at chunk {chunk} of {chunks} "
+         f"({min(chunk * chunk_size, count):,} of {count:,} {unit} done{found})")
 
 
 def save(out_dir: Path, name: str, state: Any, config: dict[str, Any],
@@ -131,7 +132,7 @@ def load_record(out_dir: Path | None, name: str, config: dict[str, Any]) -> dict
     if out_dir is None:
         raise InputError("--resume needs --out DIR")
     path = out_dir / name
-    if not path.exists() and not io.previous_path(path).exists():
+    if not io.has_checkpoint(path):
         raise InputError(f"{out_dir}: no checkpoint to resume (run without --resume first)")
 
     def read(file: Path) -> dict[str, Any]:
@@ -161,7 +162,7 @@ LOCK = ".jaxpriv.lock"
 """The lock file of a run directory: held (``flock``) by the process writing it, and naming
 that process (host, pid, what, since) for the message a second run gets."""
 
-_HELD: dict[str, list] = {}  # resolved directory -> [fd, depth] of this process's locks
+_HELD: dict[str, int] = {}  # resolved directory -> depth of this process's hold on it
 
 
 def holder(directory: Path) -> dict[str, Any]:
@@ -181,7 +182,7 @@ def _describe(found: dict[str, Any]) -> str:
 
 
 @contextlib.contextmanager
-def lock(directory: Path, what: str, wait: float | None = None):
+def lock(directory: Path, what: str):
     """Hold ``directory``'s lock for the ``with`` block: one writer per run directory.
 
     The lock is an ``flock`` on :data:`LOCK`, so the kernel releases it when its holder dies
@@ -191,8 +192,8 @@ def lock(directory: Path, what: str, wait: float | None = None):
 
     Args:
       directory: an existing directory.
-      what: the run, as the refusal message names it (``"sweep R5"``).
-      wait: seconds to wait for a held lock before refusing (default :data:`LOCK_WAIT`).
+      what: the run, as the refusal message names it (``"sweep R5"``); a held lock is waited
+        for :data:`LOCK_WAIT` seconds before refusing.
 
     Raises:
       InputError: another live process holds it (its host and pid named).
@@ -209,20 +210,15 @@ def lock(directory: Path, what: str, wait: float | None = None):
       False
     """
     key = str(Path(directory).resolve())
-    if key in _HELD:
-        _HELD[key][1] += 1
-        try:
-            yield
-        finally:
-            _HELD[key][1] -= 1
-        return
-    fd = _acquire(Path(directory), what, LOCK_WAIT if wait is None else wait)
-    _HELD[key] = [fd, 1]
+    fd = None if key in _HELD else _acquire(Path(directory), what, LOCK_WAIT)
+    _HELD[key] = _HELD.get(key, 0) + 1
     try:
         yield
     finally:
-        del _HELD[key]
-        _release(Path(directory), fd)
+        _HELD[key] -= 1
+        if not _HELD[key]:
+            del _HELD[key]
+            _release(Path(directory), fd)
 
 
 LOCK_WAIT = 0.0

@@ -214,10 +214,9 @@ def run_sweep(config: StatConfig, out_dir: Path | None, resume: bool, progress: 
     width = len(relation.fields)
     state = _load_checkpoint(out_dir, config) if resume else _empty_state(relation)
     if resume:
-        runstate.note(f"resuming sweep {config.relation} in {out_dir} at chunk "
-                      f"{state['next_chunk']} of {config.chunks} "
-                      f"({min(state['next_chunk'] * config.chunk, config.count):,} of "
-                      f"{config.count:,} settings done)")
+        runstate.note_resumed(f"sweep {config.relation}", out_dir, state["next_chunk"],
+                              config.chunks, config.chunk, config.count, "settings",
+                              state["violation_count"])
     with jax.enable_x64(True):
         compiled, table = strategies.sweep_step(config)
 

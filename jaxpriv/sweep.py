@@ -459,10 +459,8 @@ def _run(config: SweepConfig, out_dir: Path | None, resume: bool, progress: bool
                                                     "seconds": 0.0}
     if resume:
         state, start, done = load_checkpoint(out_dir, config)
-        runstate.note(f"resuming sweep {config.relation} in {out_dir} at chunk {start} of "
-                      f"{config.chunks} ({min(start * config.chunk, config.count):,} of "
-                      f"{config.count:,} mechanisms done, {done['violation_count']} verified "
-                      "violations so far)")
+        runstate.note_resumed(f"sweep {config.relation}", out_dir, start, config.chunks,
+                              config.chunk, config.count, "mechanisms", done["violation_count"])
     began = time.perf_counter()
     compiled = make_step(config, relation).lower(state, jnp.int32(start)).compile()
     screen = float64_screen(config, relation, options)

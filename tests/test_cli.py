@@ -178,21 +178,23 @@ def test_search_plot_where_the_certified_slack_is_zero(capsys, tmp_path):
 
 def test_cache_directory_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
-    monkeypatch.delenv("JAXPRIV_CACHE", raising=False)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert cli.cache_directory() == tmp_path / "xdg" / "jaxpriv" / "jax-compilation"
+    monkeypatch.delenv("JAXPRIV_COMPILATION_CACHE", raising=False)
     monkeypatch.setenv("JAXPRIV_CACHE", str(tmp_path / "mine"))
     assert cli.cache_directory() == tmp_path / "mine" / "jax-compilation"
-    monkeypatch.setenv("JAXPRIV_CACHE", "off")
-    assert cli.cache_directory() is None
     monkeypatch.delenv("JAXPRIV_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cli.cache_directory() == tmp_path / "xdg" / "jaxpriv" / "jax-compilation"
+    monkeypatch.setenv("JAXPRIV_COMPILATION_CACHE", "off")
+    assert cli.cache_directory() is None
+    monkeypatch.delenv("JAXPRIV_COMPILATION_CACHE")
     monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "jax-own"))
     assert cli.cache_directory() is None  # JAX's own setting wins
 
 
 def test_a_second_sweep_loads_its_programs_from_the_compilation_cache(tmp_path):
-    """The persistent compilation cache is on by default (``JAXPRIV_CACHE`` moves it, ``off``
-    disables it): the first run fills it, a second run with the same shapes adds nothing."""
+    """The persistent compilation cache is on by default (``JAXPRIV_CACHE`` moves jaxpriv's
+    cache root, ``JAXPRIV_COMPILATION_CACHE=off`` disables it): the first run fills it, a
+    second run with the same shapes adds nothing."""
     import os
     import subprocess
     import sys
@@ -203,18 +205,20 @@ def test_a_second_sweep_loads_its_programs_from_the_compilation_cache(tmp_path):
     command = [sys.executable, "-m", "jaxpriv.cli", "sweep", "--relation", "R2", "--n", "3",
                "--m", "3", "--count", "5000", "--quiet"]
     cache = tmp_path / "cache"
+    compiled = cache / "jax-compilation"
 
-    def sweep(out, setting):
+    def sweep(out, **settings):
         done = subprocess.run(command + ["--out", str(tmp_path / out)], capture_output=True,
-                              text=True, env={**env, "JAXPRIV_CACHE": setting}, timeout=300)
+                              text=True, env={**env, "JAXPRIV_CACHE": str(cache), **settings},
+                              cwd=tmp_path, timeout=300)
         assert done.returncode == 0, done.stderr
 
-    sweep("off", "off")
-    assert not cache.exists()
-    sweep("first", str(cache))
-    entries = sorted(p.name for p in (cache / "jax-compilation").iterdir())
+    sweep("off", JAXPRIV_COMPILATION_CACHE="off")
+    assert not compiled.exists()
+    sweep("first")
+    entries = sorted(p.name for p in compiled.iterdir())
     assert entries
-    sweep("second", str(cache))
-    assert sorted(p.name for p in (cache / "jax-compilation").iterdir()) == entries
+    sweep("second")
+    assert sorted(p.name for p in compiled.iterdir()) == entries
     first, second = ((tmp_path / run / "envelope.csv").read_text() for run in ("first", "second"))
     assert first == second

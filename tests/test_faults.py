@@ -119,6 +119,10 @@ def test_missing_inputs_and_bad_grids_are_one_line(argv, needle, tmp_path, capsy
 
 def test_a_tilde_in_out_is_the_home_directory(tmp_path, capsys, monkeypatch):
     """``--out=~/x`` reaches jaxpriv unexpanded (the shell expands only a word-initial ~)."""
+    from jaxpriv import native
+
+    # jaxpriv's cache root (the native kernel's library) stays where it is
+    monkeypatch.setenv("JAXPRIV_CACHE", str(native.cache_root()))
     monkeypatch.setenv("HOME", str(tmp_path))
     code, _, err = run_cli(SWEEP + ["--out=~/runs/r2"], capsys)
     assert code == 0, err

@@ -17,8 +17,9 @@ vectors only, the build is correct but no faster than the XLA kernel, and
 Settings (environment variables):
   ``JAXPRIV_NATIVE``: ``0`` turns the kernel off (no build, no warning); ``force`` uses it
   even with 128-bit vectors only.
-  ``JAXPRIV_CACHE``: where built libraries go (default ``$XDG_CACHE_HOME/jaxpriv`` or
-  ``~/.cache/jaxpriv``; a folder in the temporary directory if neither can be written).
+  ``JAXPRIV_CACHE``: jaxpriv's cache root, where built libraries go (``native/``) and the
+  CLI's JAX compilation cache (``jax-compilation/``); default ``$XDG_CACHE_HOME/jaxpriv`` or
+  ``~/.cache/jaxpriv``, a folder in the temporary directory if neither can be written.
   ``CXX``: the compiler (default ``c++``, then ``g++``, then ``clang++``).
 
 Examples:
@@ -134,14 +135,15 @@ def library_path(march: str = "native") -> Path:
                  _cpu_identity().encode()):
         key.update(part)
         key.update(b"\0")
-    return _cache_root() / "native" / f"record_levels-{key.hexdigest()[:16]}.so"
+    return cache_root() / "native" / f"record_levels-{key.hexdigest()[:16]}.so"
 
 
-def _cache_root() -> Path:
-    """``JAXPRIV_CACHE`` if set; else the first of ``$XDG_CACHE_HOME/jaxpriv``,
-    ``~/.cache/jaxpriv`` and a per-user folder in the temporary directory that can be written."""
+def cache_root() -> Path:
+    """jaxpriv's cache root: ``JAXPRIV_CACHE`` if set; else the first of
+    ``$XDG_CACHE_HOME/jaxpriv``, ``~/.cache/jaxpriv`` and a per-user folder in the temporary
+    directory that can be written."""
     if os.environ.get("JAXPRIV_CACHE"):
-        return Path(os.environ["JAXPRIV_CACHE"])
+        return Path(os.environ["JAXPRIV_CACHE"]).expanduser()
     user_cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     user = os.getuid() if hasattr(os, "getuid") else "user"
     fallback = Path(tempfile.gettempdir()) / f"jaxpriv-cache-{user}"
