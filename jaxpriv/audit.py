@@ -429,10 +429,18 @@ class Verdict(NamedTuple):
       worst_slack: the least slack found (verified witness, envelope, or certified curve).
       where: ``{"premise", "parameter"}`` of the worst point.
       witness: the file behind the worst slack (``None`` if it is the certified curve).
-      kind: ``"certified"`` (closed-form envelope: the least slack on the grid is exact) or
-        ``"lower bound"`` (the envelope found is a lower bound on the true one, so the least
-        slack found is an upper bound on the true least slack).
-      certified_slack: least certified slack on the search grid, or ``None``.
+      kind: ``"certified"`` (closed-form envelope: the least slack on the certified region is
+        exact), ``"certified bracket"`` (a proved upper bound on the envelope and a reached
+        lower one: the least slack lies in ``slack_bracket``) or ``"lower bound"`` (the
+        envelope found is a lower bound on the true one, so the least slack found is an upper
+        bound on the true least slack, and nothing bounds it from below).
+      certified_slack: least certified slack on the certified region (:func:`certified_region`:
+        the search grid, extended towards 0, across the parameter's range), reached by a real
+        mechanism, or ``None``.
+      slack_bracket: ``[lower, estimate, upper]`` of the true least slack, in the manner of
+        prv_accountant: ``lower`` the certified lower end (``None`` without a certificate),
+        ``estimate`` the least slack found or certified (``worst_slack``), ``upper`` the
+        least slack a real mechanism reaches (a witness or the certified curve).
       violation_count: verified violations, sweep + search.
       violations: witness files of verified violations (at most 20 listed).
       worst_log_slack: natural log of the least slack, where the runs report it (a statistical
@@ -452,6 +460,7 @@ class Verdict(NamedTuple):
     witness: str | None
     kind: str
     certified_slack: float | None
+    slack_bracket: list[float | None]
     violation_count: int
     violations: list[str]
     worst_log_slack: float | None
@@ -497,17 +506,22 @@ def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
     violations = [p for p in points if p["violation"]]
     count = int(sweep_summary.get("violation_count", 0)) + \
         int(search_summary.get("violation_count", 0))
-    certified = None
-    cert_point = None
+    certified = certified_lower = cert_point = None
+    exact = True
     if relation.kind == "mechanism":
-        cert = certify.envelope(relation, np.asarray(search_config.grid), search_config.param,
-                                n=search_config.n, r=search_config.r or None)
+        premise, param = certified_region(relation, search_config)
+        cert = certify.envelope(relation, premise, param, n=search_config.n,
+                                r=search_config.r or None, prior=search_config.setup.prior,
+                                options=search_config.options)
         if cert is not None:
             i = int(np.argmin(cert.min_slack))
             certified = float(cert.min_slack[i])
-            cert_point = {"slack": certified, "premise": float(search_config.grid[i]),
-                          "parameter": float(search_config.param), "witness": None,
-                          "violation": False}
+            certified_lower = float(np.min(cert.min_slack_lower))
+            exact = bool(np.all(cert.exact))
+            gridded = relation.search.gridded_parameter
+            cert_point = {"slack": certified, "premise": float(premise[i]),
+                          "parameter": float(param[i]) if gridded else
+                          float(search_config.param), "witness": None, "violation": False}
     if violations or count:
         worst = _worst_violation(out, points)
         verdict = "violated"
@@ -535,8 +549,11 @@ def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
         where={} if worst is None else {"premise": _finite(worst["premise"]),
                                         "parameter": _finite(worst["parameter"])},
         witness=None if worst is None else worst["witness"],
-        kind="certified" if certified is not None else "lower bound",
-        certified_slack=certified, violation_count=count,
+        kind=("lower bound" if certified is None else "certified" if exact
+              else "certified bracket"),
+        certified_slack=certified,
+        slack_bracket=_bracket(certified_lower, worst, certified, points),
+        violation_count=count,
         violations=[p["witness"] for p in sorted(violations, key=lambda p: p["slack"])
                     if p["witness"]][:20],
         worst_log_slack=_least(s.get("worst_log_slack") for s in (sweep_summary, search_summary)),
@@ -545,6 +562,43 @@ def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
         search_max_gap=search_summary.get("max_gap"),
         seconds=float(sweep_summary.get("seconds", 0.0)) + float(search_summary.get("seconds",
                                                                                     0.0)))
+
+
+CERTIFIED_TOWARDS_ZERO = 6
+"""Decades below the search grid's least premise level the certified region reaches."""
+CERTIFIED_PARAMETERS = 25
+"""Condition-parameter points of the certified region (besides 0 and the search's own)."""
+
+
+def certified_region(relation, search_config) -> tuple[np.ndarray, np.ndarray]:
+    """Where the audit evaluates a relation's certified envelope: ``(premise, parameter)``
+    arrays (flattened grid). The premise levels are the search grid and, towards 0, one point
+    per decade for :data:`CERTIFIED_TOWARDS_ZERO` decades (a least slack can be an infimum
+    approached as the level goes to 0); for a relation claimed at a gridded parameter, every
+    premise level is paired with 0, the search's parameter and a geometric grid up to the
+    largest parameter the sweep draws (its ``param_max``), so the least slack is over the
+    audited region of ``(x, ε)``, not one ε."""
+    grid = np.asarray(search_config.grid, np.float64)
+    low = float(grid.min())
+    premise = np.unique(np.concatenate(
+        [grid, low * 10.0 ** -np.arange(1, CERTIFIED_TOWARDS_ZERO + 1)]))
+    if not relation.search.gridded_parameter:
+        return premise, np.full_like(premise, float(search_config.param))
+    top = max(float(search_config.param), float(relation.sampling.param_max or 0.0))
+    params = np.unique(np.concatenate([[0.0, float(search_config.param)], np.geomspace(
+        top * 1e-6, top, CERTIFIED_PARAMETERS) if top > 0 else []]))
+    x, eps = np.meshgrid(premise, params, indexing="ij")
+    return x.ravel(), eps.ravel()
+
+
+def _bracket(certified_lower, worst, certified, points) -> list[float | None]:
+    """``[lower, estimate, upper]`` of the true least slack (see :class:`Verdict`)."""
+    reached = [p["slack"] for p in points if p.get("slack") is not None]
+    if certified is not None:
+        reached.append(certified)
+    upper = _finite(min(reached)) if reached else None
+    estimate = None if worst is None else _finite(worst["slack"])
+    return [None if certified_lower is None else _finite(certified_lower), estimate, upper]
 
 
 def _worst_violation(out: Path, points: list[dict]) -> dict | None:

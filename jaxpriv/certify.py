@@ -17,6 +17,7 @@ Examples:
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import jax
@@ -37,38 +38,80 @@ def certified(relation) -> bool:
     return getattr(relation, "certificate", None) is not None
 
 
-def envelope(relation, x, eps=0.0, *, n: int, r: int | None = None) -> Certificate | None:
+def envelope(relation, x, eps=0.0, *, n: int, r: int | None = None, prior: str | None = None,
+             options: dict | None = None) -> Certificate | None:
     """The certified envelope of a relation at premise level(s) ``x``, or ``None`` if unknown.
 
     Args:
       relation: a :class:`jaxpriv.registry.Relation` or its id.
       x: premise level(s), ``x ≥ 0``.
-      eps: condition parameter (where the relation has one).
+      eps: condition parameter (where the relation has one), broadcast with ``x``.
       n: number of secrets (``≥ 2``).
       r: records per database, for relations between database-level notions (their secrets
         are ``k^r`` databases); ``None`` otherwise.
+      prior: the prior setting the envelope is over (``"free"``, ``"uniform"``, ``"close"``);
+        default the relation's search hint. A certificate that does not take ``prior`` is only
+        known at that default.
+      options: notion parameters (e.g. ``{"law": "output"}``), passed to a certificate that
+        takes them by name.
 
     Returns:
-      a :class:`Certificate` of float64 arrays shaped like ``x``; its ``min_slack`` is 0 where
-      the envelope is infinite.
+      a :class:`Certificate` of float64 arrays shaped like ``broadcast(x, eps)``; its
+      ``min_slack`` is 0 where the envelope is infinite; ``upper``/``min_slack_lower`` are the
+      bracket's other ends (equal to ``conclusion``/``min_slack`` where exact).
     """
     if isinstance(relation, str):
         relation = registry.get(relation)
     if not certified(relation):
         return None
+    default = relation.search.prior if relation.search is not None else "free"
+    prior = prior or default
+    accepted = _keywords(relation.certificate)
+    context = {"prior": prior, **(options or {})}
+    if prior != default and "prior" not in accepted and accepted is not ALL:
+        return None  # the closed form is for the relation's own prior setting
+    kwargs = context if accepted is ALL else {k: v for k, v in context.items() if k in accepted}
     with jax.enable_x64(True):
-        x = jnp.asarray(x, jnp.float64)
-        eps = jnp.broadcast_to(jnp.asarray(eps, jnp.float64), x.shape)
-        found = relation.certificate(x, eps, n=n, r=r)
+        x, eps = jnp.broadcast_arrays(jnp.asarray(x, jnp.float64),
+                                      jnp.asarray(eps, jnp.float64))
+        found = relation.certificate(x, eps, n=n, r=r, **kwargs)
         if found is None:
             return None
-        sup, min_slack = found
+        sup, min_slack, upper = (*found, None) if len(found) == 2 else found
+        bound = relation.bound(x, eps)
         sup = jnp.broadcast_to(jnp.asarray(sup, jnp.float64), x.shape)
         if min_slack is None:
-            min_slack = registry.slack(relation.bound(x, eps), sup)
-            min_slack = jnp.where(jnp.isinf(sup), 0.0, min_slack)
+            min_slack = _least_slack(bound, sup)
         min_slack = jnp.broadcast_to(jnp.asarray(min_slack, jnp.float64), x.shape)
-        return Certificate(np.asarray(sup), np.asarray(min_slack), relation.proof)
+        if upper is None:
+            upper, lower = sup, min_slack
+        else:
+            upper = jnp.broadcast_to(jnp.asarray(upper, jnp.float64), x.shape)
+            lower = _least_slack(bound, upper)
+        return Certificate(np.asarray(sup), np.asarray(min_slack), relation.proof,
+                           np.asarray(upper), np.asarray(lower))
+
+
+def _least_slack(bound, sup):
+    """``f/E`` with 0 where the envelope ``E`` is infinite."""
+    return jnp.where(jnp.isinf(sup), 0.0, registry.slack(bound, sup))
+
+
+ALL = object()
+"""A certificate that takes ``**kwargs``: every keyword is passed."""
+
+
+def _keywords(function):
+    """The keyword names ``function`` accepts beyond ``x, eps, n, r`` (or :data:`ALL`)."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return frozenset()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return ALL
+    return frozenset(p.name for p in parameters if p.kind in (
+        inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)) - {
+        "x", "eps", "n", "r"}
 
 
 PARAMETER_KEYS = ("parameter", "eps", "beta")

@@ -138,6 +138,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--param", type=_finite, default=None,
                    help="condition parameter ε for R3-R5 (ε_unif or ε_bel; default 0.5)")
     p.add_argument("--law", default="record", help="ABP observation law: record or output")
+    p.add_argument("--prior", default="", choices=("", "uniform"), metavar="uniform",
+                   help="hold the prior uniform (default: the relation's own setting, e.g. "
+                        "free for R5)")
     p.add_argument("--restarts", type=int, default=128, help="restarts per grid point")
     p.add_argument("--steps", type=int, default=3000, help="optimizer steps (at most)")
     p.add_argument("--lr", type=_finite, default=0.02, help="peak Adam step size")
@@ -506,7 +509,8 @@ def _search(args) -> int:
             if not gridded and len(ids) > 1:
                 param = 0.0
             configs.append(search.make_config(rid, args.n, args.m, points, param=param,
-                                              law=args.law, restarts=args.restarts,
+                                              law=args.law, prior=args.prior,
+                                              restarts=args.restarts,
                                               steps=args.steps, learning_rate=args.lr,
                                               seed=args.seed, t_max=args.t_max, **layout))
         except InputError as error:

@@ -287,18 +287,36 @@ class SearchHints:
 
 
 class Certificate(NamedTuple):
-    """A certified envelope point (float64 arrays shaped like ``x``).
+    """A certified envelope point (float64 arrays shaped like ``x``), or a certified bracket.
+
+    In the manner of prv_accountant's (lower, estimate, upper): ``conclusion`` is attained by a
+    real mechanism, ``upper`` is a proved upper bound on the envelope, and they are equal where
+    the envelope is exact. So the least slack lies in ``[min_slack_lower, min_slack]``.
 
     Attributes:
-      conclusion: ``E_R(x, ε)``, the supremum of the conclusion level (NaN where the relation's
-        envelope is not a conclusion level alone, e.g. a bound that scales with the parameter).
-      min_slack: the least slack any mechanism can have there.
+      conclusion: ``E_R(x, ε)``, the supremum of the conclusion level where exact; the lower end
+        of the bracket (attained) otherwise (NaN where the relation's envelope is not a
+        conclusion level alone, e.g. a bound that scales with the parameter).
+      min_slack: the least slack any mechanism can have there (exact), or the least slack a
+        real mechanism reaches (the bracket's upper end).
       source: where the closed form is proved.
+      upper: the bracket's upper end of the envelope (equal to ``conclusion`` where exact).
+      min_slack_lower: the least slack's certified lower end (``f/upper``; = ``min_slack``
+        where exact).
     """
 
     conclusion: np.ndarray
     min_slack: np.ndarray
     source: str
+    upper: np.ndarray | None = None
+    min_slack_lower: np.ndarray | None = None
+
+    @property
+    def exact(self) -> np.ndarray:
+        """Where the envelope is known exactly (the bracket's ends agree to 1e-9)."""
+        lower = self.min_slack if self.min_slack_lower is None else self.min_slack_lower
+        return np.isclose(lower, self.min_slack, rtol=1e-9, atol=0.0) | (
+            np.isinf(self.min_slack) & np.isinf(lower))
 
 
 class CheckResult(NamedTuple):
@@ -352,7 +370,12 @@ class Relation:
         when registered from the condition parameter's ``held_by`` (a uniform prior for
         ``ε_unif ≤ tiny``, priors ε-close to uniform, beliefs ε-close to the prior, else free).
       certificate: ``certificate(x, eps, *, n, r) -> (sup, min_slack)`` (float64 arrays, or
-        ``None`` where unknown): the exact envelope, proved at ``proof``.
+        ``None`` where unknown): the exact envelope, proved at ``proof``; or
+        ``(attained, min_slack, upper)`` for a certified bracket ``attained ≤ E ≤ upper``
+        (``min_slack`` ``None``: computed from the bound). It may also take the keywords
+        ``prior`` (the search's prior setting: ``"free"``, ``"uniform"``, ``"close"``) and any
+        notion parameter (e.g. ``law``); one that does not take ``prior`` is only used at the
+        relation's own search prior.
       proof: where the certificate is proved (a link).
       ratio_label: axis label of the ratio a ``scales_with_parameter`` relation is drawn as.
     """

@@ -30,8 +30,9 @@ Examples:
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 
-from jaxpriv import catalog  # noqa: F401  (the built-in notions the relations use)
+from jaxpriv import abp_envelope, catalog  # noqa: F401  (the built-in notions the relations use)
 from jaxpriv.registry import (ATOL, NOTIONS, PAPERS, REGISTRY, RTOL, CheckResult, Relation,
                               Sampling, SearchHints, Source, StatisticalRelation, check,
                               evaluate, get, register, slack)
@@ -55,6 +56,16 @@ PAC_OPTIONS = {"mu": 0.0, "alpha": 1.0, "d_true": 0}
 # --------------------------------------------------------------------------------------------
 
 
+def _close_prior(certificate):
+    """A certificate over priors ε-close to uniform, which a uniform prior makes ``ε = 0``."""
+    def at_prior(x, eps, *, n, r=None, prior="close"):
+        if prior not in ("close", "uniform"):
+            return None
+        return certificate(x, jnp.zeros_like(eps) if prior == "uniform" else eps, n=n)
+    at_prior.__doc__ = certificate.__doc__
+    return at_prior
+
+
 def _ldp_to_mbp(x, eps, *, n, r=None):
     """R1/R3: ``sup MBP`` at LDP ≤ x, ``ε_unif(π) ≤ ε``: ``log(e^x − (e^x − 1)/(1 + (n−1)e^ε))``
     (one secret with the least prior mass, its column entry ``e^x`` times smaller than the rest)."""
@@ -73,6 +84,17 @@ def _uniform_prior(certificate):
     def at_uniform(x, eps, *, n, r=None):
         return certificate(x, jnp.zeros_like(x), n=n)
     return at_uniform
+
+
+def _abp_of_mbp(x, eps, *, n, r=None, prior="free", law="record"):
+    """R5: ``sup ABP`` at MBP ≤ ξ, ``ε_bel(b, π) ≤ ε``, for the record and output laws, the prior
+    free or uniform (:mod:`jaxpriv.abp_envelope`): exact, except a certified bracket for two
+    secrets with the prior free and ``ε > 0``."""
+    if prior not in abp_envelope.PRIORS or not isinstance(law, str) or law not in \
+            abp_envelope.LAWS or (prior == "uniform" and n > abp_envelope.MAX_UNIFORM_N):
+        return None
+    bracket = abp_envelope.envelope(np.asarray(x), np.asarray(eps), n=n, law=law, prior=prior)
+    return bracket.attained, None, bracket.upper
 
 
 def _pac_ratio(x, eps, *, n, r=None):
@@ -151,14 +173,14 @@ R3 = register(Relation(
     premise="ldp", conclusion="mbp", condition="ε_unif(π) ≤ ε",
     parameter="eps_unif", bound=lambda x, eps: x + eps, sampling=CLOSE,
     search=SearchHints(prior="close", gridded_parameter=True),
-    certificate=_ldp_to_mbp, proof=CERTIFIED + "r1"))
+    certificate=_close_prior(_ldp_to_mbp), proof=CERTIFIED + "r1"))
 R4 = register(Relation(
     id="R4", statement="ξ-MBP ⇒ (2ξ+ε)-LDP when π is ε-close to uniform",
     sources=(Source("002", "Thm IV.4"), Source("002", "Lemma A.6")),
     premise="mbp", conclusion="ldp", condition="ε_unif(π) ≤ ε",
     parameter="eps_unif", bound=lambda x, eps: 2.0 * x + eps, sampling=CLOSE,
     search=SearchHints(prior="close", gridded_parameter=True),
-    certificate=_mbp_to_ldp, proof=CERTIFIED + "r2"))
+    certificate=_close_prior(_mbp_to_ldp), proof=CERTIFIED + "r2"))
 R5 = register(Relation(
     id="R5", statement="ξ-MBP ⇒ ABP ≤ sqrt(½(ξ+ε)(e^{ξ+ε}−1)) when ε_bel(b,π) ≤ ε",
     sources=(Source("003", "Thm 5.4"), Source("003", "Thm B.1"), Source("002", "Thm IV.5"),
@@ -166,7 +188,8 @@ R5 = register(Relation(
     premise="mbp", conclusion="abp", condition="ε_bel(b, π) ≤ ε",
     parameter="eps_bel", bound=_r5_bound,
     sampling=Sampling(belief_eps_max=1.0, param_max=2.0, param_bins=4),
-    search=SearchHints(belief="close", gridded_parameter=True)))
+    search=SearchHints(belief="close", gridded_parameter=True),
+    certificate=_abp_of_mbp, proof=CERTIFIED + "r5"))
 R6 = register(Relation(
     id="R6", statement="(ξ,β,α)-MBP ⇒ α-PAC-robust with γ = (1+4ξ)β, for 0 ≤ ξ ≤ 1",
     sources=(Source("002", "Thm IV.7"), Source("002", "Thm A.9")),

@@ -89,10 +89,12 @@ def write_sweep(out_dir: Path, result, relation) -> dict:
 # searches
 # --------------------------------------------------------------------------------------------
 
-SEARCH_COLUMNS = ENVELOPE_COLUMNS + ("certified_slack", "gap")
+SEARCH_COLUMNS = ENVELOPE_COLUMNS + ("certified_slack", "gap", "certified_slack_lower")
 """``envelope.csv`` of a search: the sweep's columns (``x`` is the grid point, ``count`` the
 restarts) plus ``certified_slack`` (least possible slack, where a closed form is known) and
-``gap`` (``1 − certified_slack/slack``: the search's relative shortfall; 0 = optimal)."""
+``gap`` (``1 − certified_slack/slack``: the search's relative shortfall; 0 = optimal), and
+``certified_slack_lower``, the certified least slack's lower end (equal to ``certified_slack``
+where the envelope is exact, below it where only a bracket is known)."""
 
 
 def write_search(out_dir: Path, result, relation,
@@ -112,6 +114,9 @@ def write_search(out_dir: Path, result, relation,
     restart_steps = result.steps * config.restarts * len(config.grid)
     rate = restart_steps / result.seconds if result.seconds else None
     certified = bool(gaps) and len(gaps) == len(rows)
+    bracket = certified and any(
+        np.isfinite(r.get("certified_slack_lower", np.nan)) and not np.isclose(
+            r["certified_slack_lower"], r["certified_slack"], rtol=1e-9) for r in rows)
     summary = {
         **_about(config, relation),
         "count": config.restarts * len(config.grid),
@@ -127,7 +132,8 @@ def write_search(out_dir: Path, result, relation,
         "violation_count": len(result.violations),
         "violations": [v["file"] for v in result.violations if v["file"]],
         "violation_details": result.violations,
-        "envelope_kind": ("certified: closed form, search gap reported" if certified
+        "envelope_kind": ("certified bracket: gap reported against its reached end" if bracket
+                          else "certified: closed form, search gap reported" if certified
                           else "lower bound (adversarial search)"),
         "max_gap": max(gaps) if gaps else None,
         **_provenance(config),
@@ -342,23 +348,39 @@ def sweep_envelope(relation, rows: list[dict], param: float) -> list[dict]:
     return envelope
 
 
+def certificate_context(relation, config) -> dict:
+    """The ``prior`` and ``options`` a run's certified curve is for (a search config, or its
+    ``summary.json`` dict; a sweep's priors are free, so the relation's own setting)."""
+    get = config.get if isinstance(config, dict) else (lambda key: getattr(config, key, None))
+    options = dict(relation.options)
+    if "law" in relation.notion_params and isinstance(get("law"), str):
+        options["law"] = get("law")
+    return {"prior": get("prior") or None, "options": options}
+
+
 def claimed_and_certified(relation, grid: np.ndarray, param: float, n: int,
-                          r: int | None = None):
+                          r: int | None = None, context: dict | None = None):
     """The claimed bound on ``grid`` and the certified supremum in the same units (the ratio
     conclusion/parameter where the bound scales with the measured parameter), as the figures
     draw them.
 
+    Args:
+      context: ``prior`` and ``options`` for :func:`jaxpriv.certify.envelope`
+        (:func:`certificate_context`).
+
     Returns:
-      ``(claim, certified, min_slack)``, each of ``grid``'s shape; ``certified`` and
-      ``min_slack`` are ``None`` without a closed form, and ``certified`` is ``inf`` where the
-      conclusion is unbounded at that premise (certified least slack 0).
+      ``(claim, certified, min_slack, upper)``, each of ``grid``'s shape; ``certified``,
+      ``min_slack`` and ``upper`` are ``None`` without a closed form, ``certified`` is ``inf``
+      where the conclusion is unbounded at that premise (certified least slack 0), and
+      ``upper`` is the certified bracket's upper end where the envelope is only bracketed
+      (``None`` where exact everywhere).
     """
     from jaxpriv import certify
 
     claim = _claim(relation, grid, param)
-    cert = certify.envelope(relation, grid, param, n=n, r=r)
+    cert = certify.envelope(relation, grid, param, n=n, r=r, **(context or {}))
     if cert is None:
-        return claim, None, None
+        return claim, None, None, None
     min_slack = np.asarray(cert.min_slack, np.float64)
     # the certified supremum itself, except where it is not a conclusion level (a ratio
     # envelope: claim / least slack there)
@@ -366,7 +388,8 @@ def claimed_and_certified(relation, grid: np.ndarray, param: float, n: int,
     as_ratio = np.isnan(conclusion)
     certified = np.divide(claim, min_slack, out=np.where(as_ratio, np.inf, conclusion),
                           where=as_ratio & (min_slack > 0))
-    return claim, certified, min_slack
+    upper = None if np.all(cert.exact) or as_ratio.any() else np.asarray(cert.upper, np.float64)
+    return claim, certified, min_slack, upper
 
 
 # -- axes ------------------------------------------------------------------------------------
@@ -509,7 +532,8 @@ def _legend(top, bottom, sizes: dict) -> None:
 
 def draw_mechanism(top, bottom, relation, *, param: float, n: int, r: int | None = None,
                    sweep_rows: list[dict] | None = None, search_rows: list[dict] | None = None,
-                   compact: bool = False, search_note: str = "") -> None:
+                   compact: bool = False, search_note: str = "",
+                   context: dict | None = None) -> None:
     """A mechanism relation's two panels: the claimed bound, the certified supremum where a
     closed form is known, the sweep envelope (running supremum, :func:`sweep_envelope`) and
     the search envelope on ``top``; their slacks on ``bottom`` (log).
@@ -524,6 +548,8 @@ def draw_mechanism(top, bottom, relation, *, param: float, n: int, r: int | None
         be empty).
       compact: smaller type, for the figure grid.
       search_note: appended to the search's legend entry (e.g. the restarts).
+      context: the prior setting and notion options of the certified curve
+        (:func:`certificate_context`).
     """
     sizes = _sizes(compact)
     sweep = sweep_envelope(relation, sweep_rows or [], param)
@@ -534,7 +560,7 @@ def draw_mechanism(top, bottom, relation, *, param: float, n: int, r: int | None
     sweep_v = np.array([row["value"] for row in sweep], np.float64)
     right = max([*search_x, *sweep_x, 1e-3])
     grid = np.linspace(0, right, 400)[1:]
-    claim, sup, min_slack = claimed_and_certified(relation, grid, param, n, r)
+    claim, sup, min_slack, upper = claimed_and_certified(relation, grid, param, n, r, context)
 
     condition = (f" ({relation.parameter} ≤ {param:g})" if relation.parameter and param
                  and not relation.scales_with_parameter else "")
@@ -545,7 +571,12 @@ def draw_mechanism(top, bottom, relation, *, param: float, n: int, r: int | None
         certified = list(sup[finite])
         if finite.any():
             top.plot(grid[finite], sup[finite], "-", color=CERTIFIED, lw=sizes["lw"],
-                     label=f"certified supremum (n = {n})")
+                     label=f"certified {'lower end' if upper is not None else 'supremum'} "
+                           f"(n = {n})")
+        if upper is not None:
+            top.fill_between(grid, sup, upper, color=CERTIFIED, alpha=0.2, lw=0,
+                             label="certified bracket of the supremum")
+            certified += list(upper[np.isfinite(upper)])
     ceiling = _value_axis(top, claim, [*sweep_v, *certified, *search_v])
     if len(sweep):
         top.step(sweep_x, _at_most(sweep_v, ceiling), where="post", color=SWEEP,
@@ -703,7 +734,8 @@ def plot_search(path: Path, rows: list[dict], config, relation,
     top, bottom = _panels(fig)
     draw_mechanism(top, bottom, relation, param=config.param, n=config.n,
                    r=getattr(config, "r", None) or None, sweep_rows=sweep_rows,
-                   search_rows=rows, search_note=f" ({config.restarts} restarts/point)")
+                   search_rows=rows, search_note=f" ({config.restarts} restarts/point)",
+                   context=certificate_context(relation, config))
     _legend(top, bottom, _sizes(False))
     law = ", law " + config.law if "law" in relation.notion_params else ""
     fig.suptitle(_title(relation, f"adversarial search, {config.n}×{config.m} mechanisms{law}"),
@@ -761,7 +793,8 @@ def draw_relation(container, out: Path, rid: str, compact: bool = False):
         config = search_summary["config"]
         draw_mechanism(top, bottom, relation, param=float(config.get("param") or 0.0),
                        n=config["n"], r=config.get("r") or None, sweep_rows=sweep_rows,
-                       search_rows=search_rows, compact=compact)
+                       search_rows=search_rows, compact=compact,
+                       context=certificate_context(relation, config))
     if compact:
         container.suptitle(f"{rid} ({relation.sources[0]})" if relation.sources else rid,
                            fontsize=8)
@@ -838,8 +871,16 @@ def audit_table(summary: dict) -> tuple[list[str], list[list[str]]]:
     rows = []
     for v in summary["relations"]:
         rows.append([v["relation"], "; ".join(v["sources"]), v["condition"], _slack_text(v),
-                     _where_text(v), v["verdict"], v["kind"], v["witness"] or "—"])
+                     _where_text(v), v["verdict"], _kind_text(v), v["witness"] or "—"])
     return header, rows
+
+
+def _kind_text(v: dict) -> str:
+    """The envelope's kind, with the certified bracket of the least slack where it is one."""
+    lower, _, upper = v.get("slack_bracket") or (None, None, None)
+    if v["kind"] == "certified bracket" and lower is not None and upper is not None:
+        return f"certified bracket [{lower:.4g}, {upper:.4g}]"
+    return v["kind"]
 
 
 def _md_cell(text: str) -> str:
@@ -862,8 +903,11 @@ def write_audit(out: Path, summary: dict) -> None:
              f"{summary['seconds']:.0f} s. Slack = claimed bound / attained value; below 1 is "
              f"a violation (every one re-verified in float64 from its witness file), at most "
              f"{summary['tight_slack']} reads *tight*. *certified*: the exact envelope is known "
-             f"in closed form (docs/certified.md); *lower bound*: the envelope found is a lower "
-             f"bound on the true one, so the true least slack is at most the one shown. "
+             f"(docs/certified.md) and the least slack shown is exact over the certified region "
+             f"(the search grid, extended towards 0 and across the condition parameter's "
+             f"range); *certified bracket [l, u]*: the true least slack is proved to lie in "
+             f"[l, u]; *lower bound*: the envelope found is a lower bound on the true one, so "
+             f"the true least slack is at most the one shown and nothing bounds it from below. "
              f"Re-check any witness with `jaxpriv show DIR/WITNESS.json`.")
     md = ["# jaxpriv audit report", "", intro, "",
           "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -900,9 +944,15 @@ def _details(v: dict) -> list[str]:
              f"verdict: {v['verdict']}; worst slack {_slack_text(v)} at {_where_text(v)} "
              f"({v['kind']})"]
     if v.get("certified_slack") is not None:
-        lines.append(f"certified least slack on the search grid: {v['certified_slack']:.6g}"
+        lines.append(f"certified least slack on the certified region: "
+                     f"{v['certified_slack']:.6g}"
                      + ("" if v.get("search_max_gap") is None else
-                        f"; the search reaches it to {v['search_max_gap']:.2%}"))
+                        f"; on the search grid the search reaches the certified envelope to "
+                        f"{v['search_max_gap']:.2%}"))
+    lower, estimate, upper = v.get("slack_bracket") or (None, None, None)
+    lines.append("least slack (lower, estimate, upper): "
+                 f"({'not bounded below: no certificate' if lower is None else f'{lower:.6g}'}, "
+                 f"{format_number(estimate)}, {format_number(upper)})")
     lines.append(f"sweep worst slack {format_number(v['sweep_worst_slack'])}, "
                  f"search worst slack {format_number(v['search_worst_slack'])}; "
                  f"verified violations {v['violation_count']:,}")

@@ -125,6 +125,8 @@ class SearchConfig:
         one (its search hint ``gridded_parameter``); 0 elsewhere.
       law: ABP observation law, ``"record"`` or ``"output"`` (the max over the true secret, or
         the output, is part of the smoothed objective).
+      prior: ``""`` (the relation's search hint) or ``"uniform"`` (held fixed at ``1/n``: a
+        special case of every hint, so the relation's condition still holds).
       restarts: independent optimizations per grid point (rounded up to the device count).
       steps: optimizer steps (at most; see ``patience``).
       segment: steps per compiled call (progress, checkpoints and early stopping happen between).
@@ -149,6 +151,7 @@ class SearchConfig:
     grid: tuple[float, ...]
     param: float = 0.0
     law: str = "record"
+    prior: str = ""
     restarts: int = 128
     steps: int = 3000
     segment: int = 100
@@ -169,7 +172,8 @@ class SearchConfig:
 
     @property
     def setup(self) -> SearchSetup:
-        return setup_for(registry.get(self.relation), self.records)
+        setup = setup_for(registry.get(self.relation), self.records)
+        return dataclasses.replace(setup, prior=self.prior) if self.prior else setup
 
     @property
     def options(self) -> dict[str, Any]:
@@ -292,6 +296,12 @@ def make_config(relation: str, n: int, m: int, grid, **overrides):
     law = overrides.get("law", "record")
     if law not in ("record", "output"):
         raise InputError(f"--law must be 'record' or 'output', got {law!r}")
+    prior = overrides.get("prior", "") or ""
+    if prior not in ("", "uniform", setup.prior):
+        raise InputError(f"--prior {prior!r}: {rel.id} is searched with the prior "
+                         f"{setup.prior!r} (its condition: {rel.condition}); give 'uniform' "
+                         "(a special case) or leave --prior out")
+    overrides["prior"] = "" if prior == setup.prior else prior
     for name in ("restarts", "steps", "segment", "patience", "top"):
         value = overrides.get(name, 1)
         if int(value) != value or value < 1:
@@ -667,7 +677,7 @@ def evaluate_grid(config: SearchConfig, state: SearchState, out_dir: Path | None
     if setup.gridded_parameter:
         feasible &= checked.parameter <= config.param * (1 + 1e-9) + 1e-12
     cert = certify.envelope(relation, np.asarray(config.grid), config.param, n=config.n,
-                            r=config.r or None)
+                            r=config.r or None, prior=config.setup.prior, options=options)
     rows = []
     for g, x_g in enumerate(config.grid):
         candidates = np.flatnonzero(feasible[g])
@@ -697,9 +707,11 @@ def evaluate_grid(config: SearchConfig, state: SearchState, out_dir: Path | None
 def _row(config, g, x, chosen, cert, out_dir) -> dict[str, Any]:
     row = {"x": x, "param": config.param if config.setup.gridded_parameter else "", "premise": np.nan, "parameter": np.nan,
            "conclusion": np.nan, "bound": np.nan, "slack": np.nan, "count": config.restarts,
-           "witness": "", "certified_slack": np.nan, "gap": np.nan}
+           "witness": "", "certified_slack": np.nan, "gap": np.nan,
+           "certified_slack_lower": np.nan}
     if cert is not None:
         row["certified_slack"] = float(cert.min_slack[g])
+        row["certified_slack_lower"] = float(cert.min_slack_lower[g])
     if chosen is None:
         return row
     slack, bound, levels, mech, r = chosen
