@@ -180,8 +180,8 @@ def _finished(directory: Path, config) -> bool:
         saved = io.read_json(path)
     except InputError:  # a damaged summary: the run is finished again from its checkpoint
         return False
-    return isinstance(saved, dict) and saved.get("config") == json.loads(
-        json.dumps(dataclasses.asdict(config)))
+    return isinstance(saved, dict) and io.same_config(saved.get("config"),
+                                                      dataclasses.asdict(config))
 
 
 def checkpoint_file(config) -> str | None:

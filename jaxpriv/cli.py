@@ -588,7 +588,7 @@ def _grid_for(relation, grid, given: bool, alone: bool):
 
 
 def _audit(args) -> int:
-    from jaxpriv import audit, runstate
+    from jaxpriv import audit, report, runstate
 
     _start_jax(args.cpu_devices)
     spend = audit.budget(args.budget)
@@ -603,11 +603,14 @@ def _audit(args) -> int:
     summary = audit.run(spend, ids, args.out, seed=args.seed, progress=not args.quiet,
                         memory_mb=args.memory_mb, workers=workers)
     width = max([4] + [len(v["relation"]) for v in summary["relations"]])
-    print(f"\n{'id':<{width}} {'verdict':<22} {'worst slack':>12}  envelope     witness")
+    kinds = {v["relation"]: report.kind_text(v) for v in summary["relations"]}
+    column = max([12] + [len(k) for k in kinds.values()])
+    print(f"\n{'id':<{width}} {'verdict':<22} {'worst slack':>12}  {'envelope':<{column}} "
+          "witness")
     for v in summary["relations"]:
         slack = "n/a" if v["worst_slack"] is None else f"{v['worst_slack']:.4g}"
-        print(f"{v['relation']:<{width}} {v['verdict']:<22} {slack:>12}  {v['kind']:<12} "
-              f"{v['witness'] or ''}")
+        print(f"{v['relation']:<{width}} {v['verdict']:<22} {slack:>12}  "
+              f"{kinds[v['relation']]:<{column}} {v['witness'] or ''}")
     print(f"report: {args.out}/report.md, {args.out}/report.html "
           f"({summary['seconds']:.0f} s)")
     return 0

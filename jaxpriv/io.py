@@ -266,12 +266,27 @@ def readable(read: Callable[[Path], Any]) -> Callable[[Path], bool]:
     return good
 
 
+ADDED_SETTINGS: dict[str, Any] = {"prior": ""}
+"""Settings later versions added, with the value every earlier run implicitly had (a search's
+``prior`` override): a saved config without one counts as having that value."""
+
+
+def same_config(saved: Any, config: dict[str, Any]) -> bool:
+    """Whether a saved config (JSON) is ``config``, allowing for :data:`ADDED_SETTINGS`."""
+    config = json.loads(json.dumps(config))
+    if isinstance(saved, dict):
+        saved = {**{k: v for k, v in ADDED_SETTINGS.items() if k in config}, **saved}
+    return saved == config
+
+
 def check_same_config(run_dir: Path, saved: Any, config: dict[str, Any]) -> None:
     """An InputError naming the settings that differ unless a checkpoint's ``saved`` config is
-    ``config`` (compared as JSON: tuples as lists, as they were saved)."""
-    config = json.loads(json.dumps(config))
-    if saved != config:
-        differing = sorted(k for k, v in config.items() if (saved or {}).get(k) != v)
+    ``config`` (compared as JSON: tuples as lists, as they were saved; see
+    :data:`ADDED_SETTINGS`)."""
+    if not same_config(saved, config):
+        config = json.loads(json.dumps(config))
+        saved = {**ADDED_SETTINGS, **saved} if isinstance(saved, dict) else {}
+        differing = sorted(k for k, v in config.items() if saved.get(k) != v)
         raise InputError(f"{run_dir}: the checkpoint was made with different settings "
                          f"({', '.join(differing) or 'another kind of run'}); resume with the "
                          "same arguments, or start a new --out")

@@ -871,11 +871,11 @@ def audit_table(summary: dict) -> tuple[list[str], list[list[str]]]:
     rows = []
     for v in summary["relations"]:
         rows.append([v["relation"], "; ".join(v["sources"]), v["condition"], _slack_text(v),
-                     _where_text(v), v["verdict"], _kind_text(v), v["witness"] or "—"])
+                     _where_text(v), v["verdict"], kind_text(v), v["witness"] or "—"])
     return header, rows
 
 
-def _kind_text(v: dict) -> str:
+def kind_text(v: dict) -> str:
     """The envelope's kind, with the certified bracket of the least slack where it is one."""
     lower, _, upper = v.get("slack_bracket") or (None, None, None)
     if v["kind"] == "certified bracket" and lower is not None and upper is not None:

@@ -253,7 +253,11 @@ def make_config(relation: str, n: int, m: int, grid, **overrides):
     if rel.kind != "mechanism":
         if isinstance(grid, str):
             grid = parse_grid(grid)
-        settings = {k: v for k, v in overrides.items() if k not in ("k", "r", "param", "law")}
+        if overrides.get("prior"):
+            raise InputError(f"--prior: {rel.id} is a claim about an estimator, not a "
+                             "mechanism; it has no prior to hold")
+        settings = {k: v for k, v in overrides.items()
+                    if k not in ("k", "r", "param", "law", "prior")}
         return statistical_audit.make_config(rel.id, "search", grid=grid, n=n, **settings)
     overrides = {k: v for k, v in overrides.items() if k not in SETTING_OPTIONS}
     k, r = int(overrides.pop("k", 0) or 0), int(overrides.pop("r", 0) or 0)

@@ -129,7 +129,7 @@ def _r14_chunk(config: StatConfig):
                                                             config.t_max)
         T, kappa, eps, log_failure, log_claimed = (a[:config.chunk] for a in
                                                    (T, kappa, eps, log_failure, log_claimed))
-        s = config.mc_settings
+        s = min(config.mc_settings, config.chunk)  # a chunk smaller than the Monte Carlo set
         x = jax.random.binomial(k_mc, T[:s], kappa[:s], shape=(config.draws, s),
                                 dtype=jnp.float64)
         fails = jnp.abs(x - T[:s] * kappa[:s]) > eps[:s] * T[:s] * kappa[:s] * (

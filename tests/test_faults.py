@@ -631,3 +631,27 @@ def test_random_small_runs_finish_or_fail_in_one_line(argv, tmp_path_factory, ca
         assert len([ln for ln in err.splitlines() if ln.startswith("jaxpriv: error:")]) == 1
     else:
         assert (out / "run" / "summary.json").exists() or "skipped" in err
+
+
+def test_a_checkpoint_from_before_a_setting_was_added_still_resumes():
+    """A config saved before ``prior`` existed equals today's default one (io.ADDED_SETTINGS),
+    and a real difference is still named."""
+    from jaxpriv import io as jio
+    config = {"relation": "R5", "n": 3, "prior": ""}
+    assert jio.same_config({"relation": "R5", "n": 3}, config)
+    assert not jio.same_config({"relation": "R5", "n": 3}, {**config, "prior": "uniform"})
+    jio.check_same_config(Path("run"), {"relation": "R5", "n": 3}, config)
+    with pytest.raises(InputError, match=r"different settings \(prior\)"):
+        jio.check_same_config(Path("run"), {"relation": "R5", "n": 3},
+                              {**config, "prior": "uniform"})
+    with pytest.raises(InputError, match="another kind of run"):
+        jio.check_same_config(Path("run"), ["not", "a", "config"], {})
+
+
+def test_a_statistical_sweep_smaller_than_its_monte_carlo_set_runs(tmp_path, capsys):
+    """R14's Monte Carlo check takes 32 settings per chunk; a 7-setting sweep checks those 7
+    (found by the random-runs property test: it was a broadcasting traceback)."""
+    code, _, err = run_cli(["sweep", "--relation", "R14", "--quiet", "--count", "7",
+                            "--t-max", "50", "--draws", "20", "--out", str(tmp_path / "r")],
+                           capsys)
+    assert code == 0, err

@@ -89,7 +89,8 @@ def test_a_ratio_relation_is_enveloped_as_conclusion_over_parameter():
     assert [r["value"] for r in env] == pytest.approx([2.0, 2.0, 6.0, 6.0])
     assert [r["bound"] for r in env] == pytest.approx([2.0, 3.0, 4.0, 5.0])
     assert [r["slack"] for r in env] == pytest.approx([1.0, 1.5, 4 / 6, 5 / 6])
-    claim, certified, _ = report.claimed_and_certified(relation, np.array([0.25, 0.5]), 0.0, 3)
+    claim, certified, _, _ = report.claimed_and_certified(relation, np.array([0.25, 0.5]), 0.0,
+                                                          3)
     assert claim == pytest.approx([2.0, 3.0])  # bound(x, 1) = 1 + 4ξ
     assert certified == pytest.approx(np.exp(2 * np.array([0.25, 0.5])), rel=1e-9)
 

@@ -70,7 +70,9 @@ def test_r6_certificate_is_the_closed_form_and_crosses_one_where_the_claim_fails
     x = np.array([0.1, 0.5, 1.0])
     cert = certify.envelope("R6", x, n=3)
     np.testing.assert_allclose(cert.min_slack, (1 + 4 * x) / np.exp(2 * x), rtol=1e-15)
-    assert certify.envelope("R5", 1.0, 0.0, n=3) is None  # no closed form: lower bound only
+    # R5's certificate (docs/certified.md#r5) is for the prior free or uniform, not ε-close
+    assert certify.envelope("R5", 1.0, 0.0, n=3) is not None
+    assert certify.envelope("R5", 1.0, 0.0, n=3, prior="close") is None
 
 
 # -- the search ---------------------------------------------------------------------------------
