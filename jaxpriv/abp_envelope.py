@@ -65,14 +65,21 @@ class Witness(NamedTuple):
 
 
 def _terms(s_off, v_off):
-    """``φ(s, v) = v·g(s/v)`` from the offsets ``s − 1`` and ``v − 1``: JS's own stable term
-    (:func:`jaxpriv.divergences.js_terms`, ``¼(P+Q)·[2t·atanh(t) + log1p(−t²)]`` with
-    ``t = (P−Q)/(P+Q)``) in NumPy float64 — op-by-op JAX would compile every new shape."""
-    total = 2.0 + np.asarray(s_off, np.float64) + np.asarray(v_off, np.float64)
-    t = np.clip((np.asarray(s_off) - np.asarray(v_off)) / total, -1.0, 1.0)
-    edge = np.abs(t) >= 1.0
-    inner = np.where(edge, 0.0, t)
-    gap = np.where(edge, 2.0 * np.log(2.0), 2.0 * inner * np.arctanh(inner) + np.log1p(-inner**2))
+    """``φ(s, v) = v·g(s/v)`` from the offsets ``s − 1`` and ``v − 1``: JS's stable term
+    ``¼(P+Q)·G(t)``, ``t = (P−Q)/(P+Q)``, ``G(t) = (1+t)log(1+t) + (1−t)log(1−t)``, in NumPy float64
+    (op-by-op JAX would compile every new shape). ``G = 2t·atanh(t) + log1p(−t²)`` for ``|t| < ½``
+    (as :func:`jaxpriv.divergences.js_terms`); beyond, the two ``log`` terms directly, which keep
+    their relative accuracy as ``|t| → 1`` (large ξ), where ``atanh`` amplifies rounding."""
+    s_off, v_off = np.asarray(s_off, np.float64), np.asarray(v_off, np.float64)
+    total = 2.0 + s_off + v_off
+    u = np.clip(np.abs(s_off - v_off) / total, 0.0, 1.0)  # G is even in t
+    small = u < 0.5
+    us = np.where(small, u, 0.0)
+    ub = np.where(small, 0.75, u)
+    rest = 1.0 - ub
+    rest_log = np.where(rest > 0, rest * np.log(np.where(rest > 0, rest, 1.0)), 0.0)
+    gap = np.where(small, 2.0 * us * np.arctanh(us) + np.log1p(-us * us),
+                   (1.0 + ub) * np.log1p(ub) + rest_log)
     return 0.25 * total * gap
 
 
@@ -171,21 +178,24 @@ def _symmetric_vertices(n, lo, hi):
 def _record_vertices(n, first, rest):
     """Vertices of ``{y : y₀ ∈ first, y_d ∈ rest (d ≥ 1), Σ y = 0}`` up to permuting the
     ``n − 1`` others: ``y₀`` at an end and one other free, or ``y₀`` free and every other at an
-    end (``k`` of them high). Arrays of intervals; returns ``(rows, valid)`` as above."""
+    end (``k`` of them high). Arrays of intervals; returns ``(rows, valid, top)``, ``top`` where
+    ``y₀`` is the first interval's upper end (by construction, or free and equal to it)."""
     (lo1, hi1), (lo, hi) = first, rest
-    rows, valid = [], []
+    rows, valid, top = [], [], []
     for k in range(n):
         others = [hi] * k + [lo] * (n - 1 - k)
         ok, y0 = _fits(-sum(others), lo1, hi1)
         rows.append(np.stack([y0] + others, -1))
         valid.append(ok)
+        top.append(y0 >= hi1 - 1e-9 * np.abs(hi1))
         if k <= n - 2:
-            for end in (lo1, hi1):
+            for end, is_top in ((lo1, False), (hi1, True)):
                 others = [hi] * k + [lo] * (n - 2 - k)
                 ok, c = _fits(-end - sum(others), lo, hi)
                 rows.append(np.stack([end, c] + others, -1))
                 valid.append(ok)
-    return np.stack(rows, -2), np.stack(valid, -1)
+                top.append(np.full_like(ok, is_top))
+    return np.stack(rows, -2), np.stack(valid, -1), np.stack(top, -1)
 
 
 def _uniform_parts(xi, law, n):
@@ -213,8 +223,12 @@ def _uniform(xi, eps, law, n, *, argmax=False):
     """Theorems 2–3 on arrays of points: ``(attained, upper)`` of ``ε_pa²`` (or, with
     ``argmax``, the best reached ``(s, v)`` offsets and ``x``'s range for point 0)."""
     first, rest, s_star, x_range = _uniform_parts(xi, law, n)
-    s_rows, s_valid = (_symmetric_vertices(n, *rest) if law == "output"
-                       else _record_vertices(n, first, rest))  # (P, T, n), (P, T)
+    if law == "output":
+        s_rows, s_valid = _symmetric_vertices(n, *rest)  # (P, T, n), (P, T)
+        reached = s_valid
+    else:  # the relaxation's vertices; those with s(d*) = S are reached (Theorem 3)
+        s_rows, s_valid, top = _record_vertices(n, first, rest)
+        reached = s_valid & top
     v_rows, v_valid = _symmetric_vertices(n, *_belief_range(eps))  # (P, V, n), (P, V)
     s_order = np.argsort(-s_rows, axis=-1, kind="stable")  # s descending, v ascending: φ is
     s_sorted = np.take_along_axis(s_rows, s_order, axis=-1)  # submodular
@@ -227,14 +241,14 @@ def _uniform(xi, eps, law, n, *, argmax=False):
         values[part] = _terms(s_sorted[part, :, None, :], v_sorted[part, None, :, :]).mean(-1)
     values = np.where(s_valid[:, :, None] & v_valid[:, None, :], values, -np.inf)
     best = values.max(axis=-1)  # (P, T)
-    reached = s_valid if s_star is None else s_valid & (
-        np.abs(s_rows[..., 0] - s_star[:, None]) <= 1e-12 * np.maximum(1.0, s_star[:, None]))
     attained = np.where(reached, best, -np.inf).max(axis=-1)
     if argmax:
         t = int(np.argmax(np.where(reached[0], best[0], -np.inf)))
         v = np.empty(n)
         v[s_order[0, t]] = v_sorted[0, int(np.argmax(values[0, t]))]
-        return s_rows[0, t], v, None if x_range is None else (x_range[0][0], x_range[1][0])
+        ends = (rest[0][0], rest[1][0])
+        return s_rows[0, t], v, (ends,) if x_range is None else (
+            x_range[0][0], x_range[1][0], ends)
     return np.maximum(attained, 0.0), best.max(axis=-1)
 
 
@@ -285,14 +299,13 @@ def witness(x: float, eps: float = 0.0, *, n: int, m: int = 2, law: str = "recor
     if int(m) != m or m < 2:
         raise InputError(f"m must be an integer >= 2, got {m}")
     xi, eps = float(x), float(eps)
-    down, up = -np.expm1(-xi), np.expm1(xi)  # 1 − a, A − 1
     if prior == "free":
         candidates = _free_candidates(xi, eps, law, n)
         K, pi, v = max(candidates, key=lambda c: _abp_squared(c, law))
     else:
-        s, v, x_range = _uniform(np.array([xi]), np.array([eps]), law, n, argmax=True)
+        s, v, parts = _uniform(np.array([xi]), np.array([eps]), law, n, argmax=True)
         pi = np.full(n, 1.0 / n)
-        K = _output_witness(s, down, up) if law == "output" else _record_witness(s, *x_range)
+        K = _output_witness(s, xi, *parts) if law == "output" else _record_witness(s, xi, *parts)
     if m > 2:
         K = np.concatenate([K[:, :1], np.repeat(K[:, 1:] / (m - 1), m - 1, axis=1)], axis=1)
     belief = pi * (1.0 + v)
@@ -315,8 +328,8 @@ def _free_candidates(xi, eps, law, n):
                    for e in _two_atom_beliefs(theta, v_lo, v_hi)]
     else:
         choices = [atoms]
-    down, up = -np.expm1(-xi), np.expm1(xi)  # 1 − a, A − 1
-    p0 = 1.0 / (2.0 + up)  # 1/(1+A)
+    a, A = np.exp(-xi), np.exp(xi)
+    p0 = 1.0 / (1.0 + A)
     found = []
     for atoms in choices:
         atoms = sorted(atoms, key=lambda atom: not atom[1])  # secret 0 high: the record d*
@@ -324,32 +337,52 @@ def _free_candidates(xi, eps, law, n):
             i = max(range(len(atoms)), key=lambda j: atoms[j][0])
             w, high, v = atoms[i]
             atoms[i:i + 1] = [(w / 2, high, v), (w / 2, high, v)]
-        r0 = np.array([1.0 + up if high else 1.0 - down for _, high, _ in atoms])
-        found.append((np.stack([p0 * r0, 1.0 - p0 * r0], axis=1),
-                      np.array([a[0] for a in atoms]), np.array([a[2] for a in atoms])))
+        high = np.array([atom[1] for atom in atoms])
+        # high rows (A, a)·p: [A/(1+A), 1/(1+A)]; low rows [a/(1+A), 1 − a/(1+A)], no cancellation
+        K = np.stack([np.where(high, A * p0, a * p0), np.where(high, p0, 1.0 - a * p0)], axis=1)
+        found.append((K, np.array([atom[0] for atom in atoms]),
+                      np.array([atom[2] for atom in atoms])))
     return found
 
 
-def _output_witness(s, down, up):
-    """Output 0 carries the posterior ratio vector ``1 + s`` with the largest mass ``t`` that
-    keeps output 1's ratios ``(1 − t·r)/(1 − t)`` in ``[a, A]``."""
-    r = 1.0 + s
-    t = 0.5
+def _ratios(s, lo, hi, low_value, high_value):
+    """``1 + s`` with the coordinates at an end of ``[lo, hi]`` (offsets) replaced by the exact
+    ratio there (``1 + (a − 1)`` would lose ``a`` to rounding at large ξ)."""
+    return np.where(s == lo, low_value, np.where(s == hi, high_value, 1.0 + s))
+
+
+def _output_witness(s, xi, ends):
+    """Output 0 carries the posterior ratio vector ``1 + s`` with half the largest mass ``t``
+    that keeps output 1's ratios ``(1 − t·r)/(1 − t)`` in ``[a, A]`` (half: output 1 stays
+    inside, and ``1 − t·r`` never cancels to nothing at large ξ)."""
+    a, A = np.exp(-xi), np.exp(xi)
+    r = _ratios(s, *ends, a, A)
+    t = 1.0
     for rd in r:
         if rd > 1.0:
-            t = min(t, down / (rd - 1.0 + down))  # (1 − a)/(r − a)
+            t = min(t, (1.0 - a) / (rd - a))
         elif rd < 1.0:
-            t = min(t, up / (up + 1.0 - rd))  # (A − 1)/(A − r)
+            t = min(t, (A - 1.0) / (A - rd))
+    t /= 2.0
     return np.stack([t * r, 1.0 - t * r], axis=1)
 
 
-def _record_witness(s, lo, hi):
+def _record_witness(s, xi, lo, hi, rest):
     """Two outputs (uniform prior): ``x = r(d*)`` is ``1 + hi`` on output 0, of mass
     ``p_H = −lo/(hi − lo)``, and ``1 + lo`` on output 1; another secret's ratio on output 0 is
     ``1 + s(d)/(−lo)``, which makes ``E[x·r(d)] = 1 + s(d)``, and on output 1 what keeps its
-    row a distribution."""
+    row a distribution (ratios at an end of ``[a, A]`` taken exactly)."""
     if hi - lo <= 0:  # ξ = 0: nothing to learn
         return np.full((len(s), 2), 0.5)
+    n = len(s)
+    a, A = np.exp(-xi), np.exp(xi)
+    x_lo, x_hi = max(a, 1.0 - (n - 1) * (A - 1.0)), min(A, 1.0 + (n - 1) * (1.0 - a))
     p_high = -lo / (hi - lo)
-    r0 = np.concatenate([[1.0 + hi], 1.0 + s[1:] / -lo])
-    return np.stack([p_high * r0, 1.0 - p_high * r0], axis=1)
+    # a rest secret at McCormick's ends: ratio max(a, ·) or min(A, ·) on output 0
+    low0 = max(a, 1.0 - hi * (A - 1.0) / -lo)
+    high0 = min(A, 1.0 + hi * (1.0 - a) / -lo)
+    r0 = np.concatenate([[x_hi], _ratios(s[1:] / -lo, rest[0] / -lo, rest[1] / -lo, low0,
+                                         high0)])
+    K0 = p_high * r0
+    K1 = np.concatenate([[(1.0 - p_high) * x_lo], 1.0 - K0[1:]])
+    return np.stack([K0, K1], axis=1)

@@ -425,7 +425,9 @@ class Verdict(NamedTuple):
 
     Attributes:
       relation, statement, sources, condition: from the registry.
-      verdict: ``"violated"``, ``"violated (certified)"``, ``"tight"`` or ``"loose by ×k"``.
+      verdict: ``"violated"``, ``"violated (certified)"``, ``"tight"``, ``"loose by ×k"`` or
+        ``"undetermined (certified bracket straddles 1)"`` (no witness, and a certified bracket
+        of the least slack whose lower end is below 1 and upper end above).
       worst_slack: the least slack found (verified witness, envelope, or certified curve).
       where: ``{"premise", "parameter"}`` of the worst point.
       witness: the file behind the worst slack (``None`` if it is the certified curve).
@@ -437,10 +439,10 @@ class Verdict(NamedTuple):
       certified_slack: least certified slack on the certified region (:func:`certified_region`:
         the search grid, extended towards 0, across the parameter's range), reached by a real
         mechanism, or ``None``.
-      slack_bracket: ``[lower, estimate, upper]`` of the true least slack, in the manner of
-        prv_accountant: ``lower`` the certified lower end (``None`` without a certificate),
-        ``estimate`` the least slack found or certified (``worst_slack``), ``upper`` the
-        least slack a real mechanism reaches (a witness or the certified curve).
+      slack_bracket: ``[lower, estimate, upper]`` of the least slack, in the manner of
+        prv_accountant: with a certificate, ``lower`` and ``upper`` its proved and reached ends
+        over the certified region's points; ``estimate`` the verdict's ``worst_slack`` (the
+        least found or certified anywhere); without a certificate ``[None, found, found]``.
       violation_count: verified violations, sweep + search.
       violations: witness files of verified violations (at most 20 listed).
       worst_log_slack: natural log of the least slack, where the runs report it (a statistical
@@ -530,12 +532,17 @@ def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
         if cert_point and (worst is None or cert_point["slack"] < worst["slack"] * (1 - 1e-6)):
             # the exact least slack: name the search's witness at that grid point
             worst = cert_point
-            at = [p for p in more if not p["violation"] and p.get("x") is not None
-                  and abs(p["x"] - cert_point["premise"]) < 1e-9]
+            # the search's witness at that grid point, if the search ran at that parameter
+            same_parameter = not relation.search.gridded_parameter or abs(
+                cert_point["parameter"] - float(search_config.param)) < 1e-12
+            at = [p for p in more if same_parameter and not p["violation"]
+                  and p.get("x") is not None and abs(p["x"] - cert_point["premise"]) < 1e-9]
             if at:
                 worst = {**cert_point, "witness": min(at, key=lambda p: p["slack"])["witness"]}
         if certified is not None and certified < 1 - registry.RTOL:
             verdict = "violated (certified)"
+        elif certified_lower is not None and certified_lower < 1 - registry.RTOL:
+            verdict = "undetermined (certified bracket straddles 1)"
         elif worst is None:
             verdict = "no data"
         elif worst["slack"] <= TIGHT_SLACK:
@@ -552,7 +559,7 @@ def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
         kind=("lower bound" if certified is None else "certified" if exact
               else "certified bracket"),
         certified_slack=certified,
-        slack_bracket=_bracket(certified_lower, worst, certified, points),
+        slack_bracket=_bracket(certified_lower, worst, certified),
         violation_count=count,
         violations=[p["witness"] for p in sorted(violations, key=lambda p: p["slack"])
                     if p["witness"]][:20],
@@ -591,14 +598,15 @@ def certified_region(relation, search_config) -> tuple[np.ndarray, np.ndarray]:
     return x.ravel(), eps.ravel()
 
 
-def _bracket(certified_lower, worst, certified, points) -> list[float | None]:
-    """``[lower, estimate, upper]`` of the true least slack (see :class:`Verdict`)."""
-    reached = [p["slack"] for p in points if p.get("slack") is not None]
-    if certified is not None:
-        reached.append(certified)
-    upper = _finite(min(reached)) if reached else None
+def _bracket(certified_lower, worst, certified) -> list[float | None]:
+    """``[lower, estimate, upper]`` of the least slack (see :class:`Verdict`): with a
+    certificate, its two ends on the certified region's points (``lower ≤ upper`` there; a
+    mechanism found off those points may sit lower, and is the estimate); without one, only
+    what was found (``None`` below)."""
     estimate = None if worst is None else _finite(worst["slack"])
-    return [None if certified_lower is None else _finite(certified_lower), estimate, upper]
+    if certified is None:
+        return [None, estimate, estimate]
+    return [_finite(certified_lower), estimate, _finite(certified)]
 
 
 def _worst_violation(out: Path, points: list[dict]) -> dict | None:

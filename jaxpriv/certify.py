@@ -68,7 +68,7 @@ def envelope(relation, x, eps=0.0, *, n: int, r: int | None = None, prior: str |
     prior = prior or default
     accepted = _keywords(relation.certificate)
     context = {"prior": prior, **(options or {})}
-    if prior != default and "prior" not in accepted and accepted is not ALL:
+    if prior != default and accepted is not ALL and "prior" not in accepted:
         return None  # the closed form is for the relation's own prior setting
     kwargs = context if accepted is ALL else {k: v for k, v in context.items() if k in accepted}
     with jax.enable_x64(True):

@@ -315,7 +315,7 @@ class Certificate(NamedTuple):
     def exact(self) -> np.ndarray:
         """Where the envelope is known exactly (the bracket's ends agree to 1e-9)."""
         lower = self.min_slack if self.min_slack_lower is None else self.min_slack_lower
-        return np.isclose(lower, self.min_slack, rtol=1e-9, atol=0.0) | (
+        return np.isclose(lower, self.min_slack, rtol=1e-9, atol=0.0, equal_nan=True) | (
             np.isinf(self.min_slack) & np.isinf(lower))
 
 

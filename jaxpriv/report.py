@@ -116,7 +116,7 @@ def write_search(out_dir: Path, result, relation,
     certified = bool(gaps) and len(gaps) == len(rows)
     bracket = certified and any(
         np.isfinite(r.get("certified_slack_lower", np.nan)) and not np.isclose(
-            r["certified_slack_lower"], r["certified_slack"], rtol=1e-9) for r in rows)
+            r["certified_slack_lower"], r["certified_slack"], rtol=1e-9, atol=0.0) for r in rows)
     summary = {
         **_about(config, relation),
         "count": config.restarts * len(config.grid),
