@@ -315,7 +315,7 @@ def test_a_certified_bracket_is_reported_as_one(audited, tmp_path):
     lower, estimate, upper = v["slack_bracket"]
     assert lower == pytest.approx(exact["certified_slack"] / 1.25, rel=1e-9)
     assert upper == pytest.approx(exact["certified_slack"], rel=1e-9)
-    assert estimate <= upper * (1 + 1e-9)
+    assert estimate <= upper * (1 + 1e-6)  # the search's own witness, if within 1e-6
     # R2 is tight (least slack 1), so a bracket [0.8, 1] no longer proves that it holds
     assert v["verdict"] == "undetermined (certified bracket straddles 1)"
     assert exact["verdict"] == "tight"
