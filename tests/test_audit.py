@@ -191,9 +191,20 @@ def test_a_parallel_audit_killed_with_sigkill_stops_its_workers_and_resumes_to_t
         time.sleep(0.1)
     assert not any(alive(pid) for pid in holders()), "an orphaned worker kept running"
     import fcntl
-    for lock in tmp_path.glob("R*/*/" + runstate.LOCK):  # no run is still held by anyone
-        with open(lock) as f:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    # no run is still held by anyone (a worker that took a lock just before its watchdog saw
+    # the parent die is named in the lock file only once it has written it: wait for the lock)
+    for lock in tmp_path.glob("R*/*/" + runstate.LOCK):
+        while True:
+            try:
+                with open(lock) as f:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except FileNotFoundError:  # released and removed by its holder meanwhile
+                break
+            except BlockingIOError:
+                assert time.monotonic() < deadline, \
+                    f"{lock} still held: {runstate.holder(lock.parent)}"
+                time.sleep(0.1)
     runs = [d for d in tmp_path.glob("R*/*") if d.is_dir()]
     assert runs and not all((d / "summary.json").exists() for d in runs)  # killed mid-way
     assert not (tmp_path / "summary.json").exists() or len(
