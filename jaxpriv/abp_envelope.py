@@ -39,7 +39,9 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
+from jaxpriv import notions
 from jaxpriv.errors import InputError
+from jaxpriv.mechanisms import Mechanism
 
 __all__ = ["LAWS", "PRIORS", "Bracket", "Witness", "envelope", "witness"]
 
@@ -142,9 +144,6 @@ def _free(xi, eps, law, n):
 
 def _abp_squared(candidate, law):
     """``ε_pa²`` of a candidate ``(K, π, v)`` (float64, :func:`jaxpriv.notions.abp`)."""
-    from jaxpriv import notions
-    from jaxpriv.mechanisms import Mechanism
-
     K, pi, v = candidate
     with jax.enable_x64(True):
         mech = Mechanism.from_K(K, pi, pi * (1.0 + v))
