@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import logsumexp
 
-from jaxpriv import databases, notions, retractions
+from jaxpriv import databases, notions, pair_notions, retractions
 from jaxpriv.registry import REQUIRED, Notion, Source, register
 
 def safe_log(v):
@@ -173,4 +173,48 @@ BUILTIN = (
 )
 
 for _notion in BUILTIN:
+    register(_notion, replace=True)
+
+
+# -- SPEC §5: the wider differential-privacy literature ---------------------------------------
+
+SPEC5 = Source("SPEC", "§5")
+PAIRS = {"neighbours": None}
+LITERATURE = (
+    Notion("tv", pair_notions.tv, doc="total variation ½Σ|P−Q|, max over ordered pairs of rows "
+           "(= delta at ε = 0)", source=SPEC5, unit="probability", params=PAIRS,
+           post_processing=True, label="total variation (max over pairs)"),
+    Notion("kl", pair_notions.kl, doc="KL divergence Σ P log(P/Q), max over ordered pairs",
+           source=SPEC5, params=PAIRS, post_processing=True, label="KL divergence (max over pairs)"),
+    Notion("chi2", pair_notions.chi2, doc="χ² divergence Σ (P−Q)²/Q, max over ordered pairs",
+           source=SPEC5, unit="", params=PAIRS, post_processing=True,
+           label="χ² divergence (max over pairs)"),
+    Notion("renyi", pair_notions.renyi, doc="Rényi divergence D_α of order α = 'order' > 1 "
+           "(default 2; inf: the LDP level), max over ordered pairs (Mironov 2017, Def. 3)",
+           source=SPEC5, params={"order": 2.0, **PAIRS}, post_processing=True,
+           label="Rényi divergence D_2 (max over pairs)"),
+    Notion("zcdp", pair_notions.zcdp, doc="zCDP level ρ = sup_{α>1} D_α/α, max over ordered pairs "
+           "(Bun, Steinke 2016, Def. 1.1)", source=SPEC5, params=PAIRS, post_processing=True,
+           label="zCDP level ρ"),
+    Notion("delta", pair_notions.delta, doc="privacy profile δ(ε) = Σ max(0, P − e^ε Q) at ε = "
+           "'epsilon' (default 1), max over ordered pairs", source=SPEC5, unit="probability",
+           params={"epsilon": 1.0, **PAIRS}, post_processing=True,
+           label="privacy profile δ(ε = 1)"),
+    Notion("eps_at_delta", pair_notions.eps_at_delta, doc="least ε ≥ 0 with δ(ε) ≤ 'delta' "
+           "(default 1e-5), max over ordered pairs", source=SPEC5,
+           params={"delta": 1e-5, **PAIRS}, post_processing=True, label="ε at δ = 1e-5"),
+    Notion("gdp", pair_notions.gdp, doc="Gaussian-DP level μ: least μ with T(P,Q) ≥ G_μ, max "
+           "over ordered pairs (Dong, Roth, Su 2022, Def. 2.6)", source=SPEC5, unit="",
+           params=PAIRS, post_processing=True, label="Gaussian-DP level μ"),
+    Notion("max_leakage", lambda mech: pair_notions.max_leakage(mech),
+           doc="maximal leakage log Σ_w max_{d: π(d)>0} K[d,w] (Issa, Wagner, Kamath 2020, "
+               "Thm 1)", source=SPEC5, needs_prior=True, post_processing=True,
+           label="maximal leakage"),
+    Notion("pml", lambda mech: pair_notions.pml(mech),
+           doc="pointwise maximal leakage, max over outputs: log max_{d: π(d)>0} K[d,w]/p(w) "
+               "(Saeidian, Cervia, Oechtering, Skoglund 2023)", source=SPEC5, needs_prior=True,
+           post_processing=True, label="pointwise maximal leakage (max over outputs)"),
+)
+
+for _notion in LITERATURE:
     register(_notion, replace=True)

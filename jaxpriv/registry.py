@@ -436,8 +436,10 @@ class Relation:
 
     def check(self, mech: Mechanism, *, parameter=None, rtol: float = RTOL, atol: float = ATOL,
               **options: Any) -> CheckResult:
-        """Evaluate the relation on ``mech`` in float64; see :func:`check`."""
-        return check(self, mech, parameter=parameter, rtol=rtol, atol=atol, **options)
+        """Evaluate the relation on ``mech`` in float64 at its own ``options`` (those given
+        here override them); see :func:`check`."""
+        return check(self, mech, parameter=parameter, rtol=rtol, atol=atol,
+                     **{**self.options, **options})
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -709,6 +711,7 @@ def notion(key: str) -> Notion:
 
 def select(pattern: str | None) -> list[str]:
     """Relation ids matching a comma list of ids or prefixes ending in ``*`` (``'opendp.*'``);
+    an id registered only at parameter values (``D6`` as ``D6.a2.d1e-5``, …) selects them all;
     ``None``/``"all"``: every relation."""
     if pattern is None or pattern.strip().lower() == "all":
         return list(REGISTRY)
@@ -726,7 +729,10 @@ def select(pattern: str | None) -> list[str]:
                                  f"{', '.join(REGISTRY)}")
             chosen += matched
         else:
-            chosen.append(get(part).id)
+            family = [rid for rid in REGISTRY if _lookup_key(rid).startswith(
+                _lookup_key(part) + ".")] if _lookup_key(part) not in map(_lookup_key, REGISTRY) \
+                else []
+            chosen += family or [get(part).id]
     return list(dict.fromkeys(chosen))
 
 

@@ -139,3 +139,155 @@ def levels(K, prior=None, belief=None):
     }
     return {k: ([float(x) for x in v] if isinstance(v, list) else float(v))
             for k, v in result.items()}
+
+
+# --------------------------------------------------------------------------------------------
+# SPEC §5: the wider DP literature (pair notions: max over ordered pairs of distinct rows)
+# --------------------------------------------------------------------------------------------
+
+
+def chi2(P, Q):
+    total = mp.mpf(0)
+    for a, b in zip(P, Q):
+        if b == 0:
+            if a > 0:
+                return INF
+            continue
+        total += (a - b) ** 2 / b
+    return total
+
+
+def renyi(P, Q, order):
+    """``(α−1)⁻¹ log Σ P^α Q^{1−α}`` straight from the definition (α > 1, finite)."""
+    alpha = mp.mpf(order)
+    total = mp.mpf(0)
+    for a, b in zip(P, Q):
+        if a > 0:
+            if b == 0:
+                return INF
+            total += a ** alpha * b ** (1 - alpha)
+    return mp.log(total) / (alpha - 1)
+
+
+def d_inf(P, Q):
+    best = mp.mpf(0)
+    for a, b in zip(P, Q):
+        if a > 0:
+            best = max(best, INF if b == 0 else mp.log(a / b))
+    return best
+
+
+def zcdp(P, Q):
+    """``sup_{α>1} D_α/α``: a 600-point scan of ``log(α−1)`` over [−14, log(α_max)] then a
+    ternary search (200 steps) around the best point, against the α → 1 limit (KL)."""
+    k = kl(P, Q)
+    top = d_inf(P, Q)
+    if top == INF:
+        return INF
+    if k == 0:
+        return mp.mpf(0)
+    high = mp.log(max(top / k, 2) - 1)
+    low = mp.mpf(-14)
+    points = 600
+    g = lambda u: renyi(P, Q, 1 + mp.exp(u)) / (1 + mp.exp(u))  # noqa: E731
+    us = [low + (high - low) * i / (points - 1) for i in range(points)]
+    values = [g(u) for u in us]
+    i = max(range(points), key=lambda j: values[j])
+    a, b = us[max(i - 1, 0)], us[min(i + 1, points - 1)]
+    for _ in range(200):
+        c, d = a + (b - a) / 3, b - (b - a) / 3
+        if g(c) >= g(d):
+            b = d
+        else:
+            a = c
+    return max(k, max(values), g((a + b) / 2))
+
+
+def hockey_stick(P, Q, eps):
+    E = mp.exp(eps)
+    return mp.fsum(max(mp.mpf(0), a - E * b) for a, b in zip(P, Q))
+
+
+def eps_at_delta(P, Q, delta):
+    """Least ε ≥ 0 with ``δ(ε) ≤ δ`` by bisection on ε (250 steps), not the closed form."""
+    delta = mp.mpf(delta)
+    if hockey_stick(P, Q, 0) <= delta:
+        return mp.mpf(0)
+    if mp.fsum(a for a, b in zip(P, Q) if b == 0) > delta:
+        return INF
+    lo, hi = mp.mpf(0), d_inf(P, Q) + 1
+    for _ in range(250):
+        mid = (lo + hi) / 2
+        if hockey_stick(P, Q, mid) <= delta:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _probit(x):
+    return -INF if x == 0 else (INF if x == 1 else mp.sqrt(2) * mp.erfinv(2 * x - 1))
+
+
+def gdp(P, Q):
+    """``max over every test S ⊆ outputs`` (all 2^m subsets, no sorting) of
+    ``Φ⁻¹(Q(S)) − Φ⁻¹(P(S))``; subsets with ``P(S) = Q(S) ∈ {0, 1}`` decide nothing."""
+    import itertools
+
+    m = len(P)
+    best = mp.mpf(0)
+    for size in range(0, m + 1):
+        for S in itertools.combinations(range(m), size):
+            a = mp.fsum(P[w] for w in S)
+            b = mp.fsum(Q[w] for w in S)
+            ac = mp.fsum(P[w] for w in range(m) if w not in S)
+            bc = mp.fsum(Q[w] for w in range(m) if w not in S)
+            if (a == 0 and b == 0) or (ac == 0 and bc == 0):
+                continue
+            if a == 0 or bc == 0:
+                return INF
+            best = max(best, _probit(b) - _probit(a))
+    return best
+
+
+def pair_level(fn, K, *args, neighbours=None):
+    K = _m(K)
+    n = len(K)
+    best = mp.mpf(0)
+    for d in range(n):
+        for e in range(n):
+            if d != e and (neighbours is None or neighbours[d][e]):
+                best = max(best, fn(K[d], K[e], *args))
+    return best
+
+
+def max_leakage(K, prior):
+    K, prior = _m(K), _m(prior)
+    m = len(K[0])
+    return mp.log(mp.fsum(max(K[d][w] for d in range(len(K)) if prior[d] > 0)
+                          for w in range(m)))
+
+
+def pml(K, prior):
+    K, prior = _m(K), _m(prior)
+    p = marginal(K, prior)
+    best = mp.mpf(0)
+    for w, pw in enumerate(p):
+        if pw > 0:
+            top = max(K[d][w] for d in range(len(K)) if prior[d] > 0)
+            best = max(best, mp.log(top / pw))
+    return best
+
+
+def literature_levels(K, prior=None, order=2.0, epsilon=1.0, delta=1e-5):
+    """Every SPEC §5 notion at the given parameters, as Python floats."""
+    n = len(K)
+    prior = prior if prior is not None else [1.0 / n] * n
+    out = {
+        "tv": pair_level(tv, K), "kl": pair_level(kl, K), "chi2": pair_level(chi2, K),
+        "renyi": pair_level(renyi, K, order), "zcdp": pair_level(zcdp, K),
+        "delta": pair_level(hockey_stick, K, mp.mpf(epsilon)),
+        "eps_at_delta": pair_level(eps_at_delta, K, delta), "gdp": pair_level(gdp, K),
+        "max_leakage": max_leakage(K, prior), "pml": pml(K, prior),
+    }
+    return {k: float(v) for k, v in out.items()}
