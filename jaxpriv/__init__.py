@@ -10,6 +10,7 @@ and a researcher's own are added with :func:`register` — in a session, or from
 from jaxpriv import divergences, families, notions
 from jaxpriv import catalog, relations, statistical_relations  # noqa: F401  (register built-ins)
 from jaxpriv import dp_relations  # noqa: F401  (SPEC §5: D1–D16)
+from jaxpriv import accountant_relations  # noqa: F401  (installed accountants' conversions)
 from jaxpriv.errors import InputError
 from jaxpriv.mechanisms import Mechanism, Records
 from jaxpriv.registry import (REQUIRED, Notion, Relation, Sampling, SearchHints, Source,

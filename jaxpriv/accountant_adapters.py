@@ -24,14 +24,17 @@ What each library computes (read from its code; ``r`` is a Rényi divergence bou
   ``log δ_α = min(½ log(1 − e^{−r}), (α − 1)(r − ε + ℓ(α)) − log α)`` (the second term only for
   ``α > 1.01``); the same two results, solved for δ.
 * **autodp**, ``autodp/converter.py``. ``rdp_to_approxdp(rdp)(δ)`` minimises, by SciPy's Brent
-  search bracketed from (1, 2) over the real α > 1, ``max(0, rdp(α) + ℓ(α) − (log δ + log α)/(α−1))``
+  search bracketed from (1, 2) over the real α > 1,
+  ``max(0, rdp(α) + ℓ(α) − (log δ + log α)/(α − 1))``
   (Balle–Barthe–Gaboardi–Hsu–Sato, arXiv:1905.09982 Thm 21 — the same expression as CKS Prop. 12);
   it returns ``rdp(∞)`` at δ = 0 and ``+∞`` if Brent reports failure. It takes a whole RDP curve,
   so the premise here is zCDP (``rdp(α) = ρα``). ``rdp_to_delta(rdp)(ε)`` minimises
-  ``min(1, e^{(α−1)(rdp(α)−ε)} (1 − 1/α)^{α−1} / α)`` the same way. ``puredp_to_rdp(ε)(α)``
-  returns ``log((sinh(αε) − sinh((α−1)ε)) / sinh ε) / (α − 1)`` ("the proof of Lemma 4 of Bun et
-  al. 2016") — exactly the Rényi divergence of binary randomized response, the tight bound —
-  computed as differences of logs without ``log1p``/``expm1``.
+  ``min(1, e^{(α−1)(rdp(α)−ε)} (1 − 1/α)^{α−1} / α)`` the same way (returning 1 when the search
+  fails, which it does whenever the bracket's α = 2 already gives 1, i.e. ρ ≥ (ε + log 4)/2).
+  ``puredp_to_rdp(ε)(α)`` returns ``log((sinh(αε) − sinh((α−1)ε)) / sinh ε) / (α − 1)`` ("the
+  proof of Lemma 4 of Bun et al. 2016") — exactly the Rényi divergence of binary randomized
+  response, the tight bound — computed as differences of logs without ``log1p``/``expm1``, so it
+  falls below the exact value (even below 0) for ε ≲ 1e−5, is NaN at ε = 0 and ``−∞`` at ε = ∞.
 * **opendp**, Rust ``combinators/measure_cast/{pureDP_to_zCDP,zCDP_to_approxDP}`` (wrapped by
   ``opendp.combinators.make_pureDP_to_zCDP`` / ``make_zCDP_to_approxDP``). ε-DP ⇒ ρ = ε²/2
   rounded up (Bun–Steinke 2016, arXiv:1605.02065 §3.1). ρ-zCDP ⇒ the privacy profile
@@ -66,7 +69,9 @@ Conventions of every adapter ``f(x, **fixed) -> float``:
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -189,9 +194,10 @@ def dp_accounting_compute_epsilon(r: float, *, order: float, delta: float) -> fl
     ``r = 0`` else ``+∞`` (the library's own δ = 0 branch). ``order < 1`` or ``delta < 0``:
     the library raises :class:`ValueError`.
     """
+    r = _level(r, "r")
+
     from dp_accounting.rdp import rdp_privacy_accountant as rdp
 
-    r = _level(r, "r")
     eps, _ = rdp.compute_epsilon([float(order)], [r], float(delta))
     return _claim(eps, "dp_accounting.compute_epsilon")
 
@@ -210,9 +216,10 @@ def dp_accounting_compute_delta(r: float, *, order: float, epsilon: float) -> fl
     (the KL/TV bound, then Canonne–Kamath–Steinke 2020 Prop. 12). ``r = +∞`` gives 1. ``order < 1``
     or ``epsilon < 0``: the library raises :class:`ValueError`.
     """
+    r = _level(r, "r")
+
     from dp_accounting.rdp import rdp_privacy_accountant as rdp
 
-    r = _level(r, "r")
     delta, _ = rdp.compute_delta([float(order)], [r], float(epsilon))
     return _claim(delta, "dp_accounting.compute_delta")
 
@@ -222,8 +229,18 @@ def dp_accounting_compute_delta(r: float, *, order: float, epsilon: float) -> fl
 # --------------------------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def _quiet():
+    """Silences autodp's side channels: SciPy/NumPy RuntimeWarnings and its ``print("not found")``
+    (``sys.stdout`` is swapped for the call's duration)."""
+    with warnings.catch_warnings(), np.errstate(all="ignore"), \
+            contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
+
+
 def _zcdp_curve(rho: float) -> Callable[[float], float]:
-    """The RDP curve ``α ↦ ρα`` of ρ-zCDP, with ``0·∞ = 0`` (autodp asks for ``rdp(∞)`` at δ = 0)."""
+    """The RDP curve ``α ↦ ρα`` of ρ-zCDP, with ``0·∞ = 0`` (autodp reads ``rdp(∞)`` at δ = 0)."""
     return lambda alpha: 0.0 if rho == 0 else rho * alpha
 
 
@@ -245,14 +262,14 @@ def autodp_rdp_to_approxdp(rho: float, *, delta: float) -> float:
     Only the zCDP premise is offered: the function takes a whole RDP curve and searches a
     continuous α, so a single-order premise ``D_α ≤ r`` (the curve ``r`` on (1, α], ``+∞``
     after) would put a jump at the optimum that Brent does not handle reliably.
-    SciPy's RuntimeWarnings from the search (e.g. at ρ = 0) are suppressed.
+    SciPy's RuntimeWarnings from the search (e.g. at ρ = 0) and autodp's prints are suppressed.
     """
-    from autodp import converter
-
     rho = _level(rho, "rho")
     delta = _delta(delta, zero_ok=True)
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore", RuntimeWarning)
+
+    from autodp import converter
+
+    with _quiet():
         eps = converter.rdp_to_approxdp(_zcdp_curve(rho))(delta)
     return _claim(eps, "autodp.rdp_to_approxdp")
 
@@ -266,15 +283,19 @@ def autodp_rdp_to_delta(rho: float, *, epsilon: float) -> float:
 
         g(α) = min(1, exp((α − 1)(ρα − ε)) (1 − 1/α)^{α−1} / α)
 
-    ("also by Canonne et al., 2020"), 1 if Brent reports failure. ``ρ = +∞`` gives 1 (the code
-    evaluates ``min(nan, 1)`` on the way, whose RuntimeWarning is suppressed here).
+    ("also by Canonne et al., 2020"); it prints "not found" and returns 1 if Brent reports
+    failure. That happens whenever ``g(2) = min(1, e^{2ρ−ε}/4)`` is already 1, i.e.
+    ``ρ ≥ (ε + log 4)/2``: the bracket from (1, 2) is flat at 1 and the search never looks in
+    (1, 2), where the optimum then lies (ρ = 1, ε = 0.5: 1 instead of 0.6201). The claim is then
+    the vacuous (valid) δ ≤ 1, not the formula's minimum. ``ρ = +∞`` gives 1. Warnings and the
+    print are suppressed.
     """
-    from autodp import converter
-
     rho = _level(rho, "rho")
     epsilon = _epsilon(epsilon)
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore", RuntimeWarning)
+
+    from autodp import converter
+
+    with _quiet():
         delta = converter.rdp_to_delta(_zcdp_curve(rho))(epsilon)
     return _claim(delta, "autodp.rdp_to_delta")
 
@@ -295,12 +316,12 @@ def autodp_puredp_to_rdp(eps: float, *, order: float) -> float:
     ``−∞`` (returned as is: an invalid claim). Orders ≤ 1 (autodp's other branches: KL at α = 1,
     ``min(αε²/2, KL)`` below 1) are not Rényi premises of jaxpriv: :class:`ValueError`.
     """
-    from autodp import converter
-
     eps = _level(eps, "eps")
     order = _order(order)
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore", RuntimeWarning)
+
+    from autodp import converter
+
+    with _quiet():
         value = converter.puredp_to_rdp(eps)(order)
     return _claim(value, "autodp.puredp_to_rdp")
 
@@ -395,7 +416,8 @@ def opendp_make_zCDP_to_approxDP_delta(rho: float, *, epsilon: float) -> float:
         δ(ε) = min(1, exp((α−1)(αρ − ε) + α log1p(−1/α)) / (α − 1)),
         α = min(max(1.01, the root of (2α − 1)ρ − ε + log1p(−1/α) = 0), (ε+1)/(2ρ) + 2)
 
-    0 at ρ = 0 or ε = +∞; 1 at ρ = +∞. Where ``(α−1)(αρ − ε) + …`` exceeds ~709 (δ would be 1
+    0 at ρ = 0 or ε = +∞; 1 at ρ = +∞; a δ below the least float is rounded up to 5e−324 (the
+    rounding is conservative throughout). Where ``(α−1)(αρ − ε) + …`` exceeds ~709 (δ would be 1
     anyway) OpenDP raises ``Overflow``: returned as ``+∞`` (no finite claim from the library).
     """
     rho = _level(rho, "rho")
@@ -424,10 +446,11 @@ def prv_accountant_rdp(eps: float, *, order: float) -> float:
     ε = 1, α = 2, and it tends to 0 as α → 1 while KL > 0), so as a claimed bound it fails.
     The accountant uses it only to size its discretisation domain. ``ε = +∞`` gives ``+∞``.
     """
-    from prv_accountant.privacy_random_variables import PureDPMechanism
-
     eps = _level(eps, "eps")
     order = _order(order)
+
+    from prv_accountant.privacy_random_variables import PureDPMechanism
+
     return _claim(PureDPMechanism(eps).rdp(order), "prv_accountant.PureDPMechanism.rdp")
 
 
@@ -446,6 +469,10 @@ def prv_accountant_rdp_to_dp(r: float, *, order: float, delta: float) -> float:
     returned as is. ``r = +∞`` gives ``+∞``. ``order ≤ 1`` makes the library compute NaN (and
     ``nanargmin`` raise), and δ ∉ (0, 1) is not checked by it: both raise :class:`ValueError` here.
     """
+    r = _level(r, "r")
+    order = _order(order)
+    delta = _delta(delta)
+
     from prv_accountant.other_accountants import RDP
     from prv_accountant.privacy_random_variables import PrivacyRandomVariable
 
@@ -461,9 +488,6 @@ def prv_accountant_rdp_to_dp(r: float, *, order: float, delta: float) -> float:
         def rdp(self, alpha: float) -> float:
             return self.value
 
-    r = _level(r, "r")
-    order = _order(order)
-    delta = _delta(delta)
     with np.errstate(all="ignore"):
         _, _, upper = RDP(prvs=[_FixedRDP(r)], orders=[order]).compute_epsilon(delta, [1])
     return _claim(upper, "prv_accountant.RDP.compute_epsilon")
@@ -486,9 +510,8 @@ def vectorized(fn: Callable[..., float], /, *, nan_ok: bool = False, cache_size:
 
     Examples:
       >>> f = vectorized(lambda x, *, k: k * x, k=2.0)
-      >>> f(np.array([[0.5, 1.0], [0.5, np.inf]]))
-      array([[1., 2.],
-             [1., inf]])
+      >>> f(np.array([[0.5, 1.0], [0.5, np.inf]])).tolist()
+      [[1.0, 2.0], [1.0, inf]]
     """
     cache: dict[float, float] = {}
 
@@ -530,7 +553,7 @@ class Conversion:
     a dot and its function (``"dp_accounting.compute_epsilon"``); the tags are the fixed
     parameters in the order of the function's keywords, each a letter and the value formatted
     with ``{:g}``: ``a`` the Rényi order α, ``d`` the δ of a conclusion ε(δ), ``e`` the ε of a
-    conclusion δ(ε) — e.g. ``"dp_accounting.compute_epsilon.a2.d1e-05"``,
+    conclusion δ(ε) — e.g. ``"dp_accounting.compute_epsilon.a2.d1e-5"``,
     ``"opendp.make_zCDP_to_approxDP.e1"``. ``function(x, **fixed)`` is the claimed conclusion
     level at premise level ``x``; ``premise_options`` / ``conclusion_options`` are the notions'
     parameters (jaxpriv keys: ``order`` of ``renyi``, ``epsilon`` of ``delta``, ``delta`` of
@@ -604,7 +627,10 @@ _SOURCES = {
 }
 
 
-def _tag(value: float) -> str:
+def _tag(value: float, name: str = "") -> str:
+    """``{:g}``, except δ as ``1e-5`` (jaxpriv's ids: ``D6.a2.d1e-5``)."""
+    if name == "delta":
+        return f"{value:.0e}".replace("e-0", "e-")
     return f"{value:g}"
 
 
@@ -618,7 +644,7 @@ def _instances(conversion: str, function: Callable[..., float], premise: str, co
         combos = [{**c, name: v} for c in combos for v in values]
     records = []
     for fixed in combos:
-        tags = "".join(f".{_TAGS[k]}{_tag(v)}" for k, v in fixed.items())
+        tags = "".join(f".{_TAGS[k]}{_tag(v, k)}" for k, v in fixed.items())
         shown = {k: _tag(v) for k, v in fixed.items()}
         premise_options = {_NOTION_OPTION[k]: v for k, v in fixed.items() if k == "order"}
         conclusion_options = {_NOTION_OPTION[k]: v for k, v in fixed.items() if k != "order"}

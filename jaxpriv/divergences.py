@@ -150,12 +150,20 @@ def kl(p: Float[Array, "... k"], q: Float[Array, "... k"]) -> Float[Array, "..."
     """
     total = p + q
     t, occupied = _relative_difference(total, p - q)
-    only_p = occupied & (t >= 1.0)
-    only_q = occupied & (t <= -1.0)
-    ti = jnp.where(only_p | only_q, 0.0, t)
+    only_p = (p > 0) & (q <= 0)
+    only_q = (q > 0) & (p <= 0)
+    # |t| ≤ ½ (P/Q within [⅓, 3]): the atanh form, accurate as P → Q; beyond, the direct
+    # Bregman term P(log P − log Q) − P + Q, which cannot cancel there and stays finite when
+    # t rounds to ±1 (P/Q beyond 1e16, yet Q > 0)
+    near = occupied & ~only_p & ~only_q & (jnp.abs(t) <= 0.5)
+    ti = jnp.where(near, t, 0.0)
     interior = 0.5 * total * (2.0 * ti * jnp.arctanh(ti) + 2.0 * _atanh_minus_identity(ti))
-    terms = jnp.where(only_p, jnp.inf, jnp.where(only_q, q, interior))
-    terms = jnp.where(occupied, terms, 0.0)
+    both = (p > 0) & (q > 0)
+    log_p = jnp.log(jnp.where(both, p, 1.0))
+    log_q = jnp.log(jnp.where(both, q, 1.0))
+    direct = p * (log_p - log_q) - p + q
+    terms = jnp.where(near, interior, jnp.where(both, direct, 0.0))
+    terms = jnp.where(only_p, jnp.inf, jnp.where(only_q, q, terms))
     return jnp.maximum(jnp.sum(terms, axis=-1), 0.0)
 
 

@@ -13,7 +13,7 @@ Certificates (proofs in ``docs/certified.md#d-relations``):
   ``e^{−ε} ≤ P/Q ≤ e^ε`` is a post-processing of binary randomized response ``RR_ε`` (Kairouz,
   Oh, Viswanath 2015, Thm 2.5 at δ = 0), and every pair notion here obeys data processing, so the
   supremum over ε-LDP mechanisms is the notion's value at ``RR_ε`` — a real two-secret
-  mechanism. The certificate evaluates the conclusion notion on ``RR_x`` (float64).
+  mechanism: TV ``tanh(x/2)``, KL = ρ ``x·tanh(x/2)``, ``D_α`` Steinke's Thm 4 itself.
 * **D13.** The (ε, δ) privacy region is dominated by Kairouz–Oh–Viswanath's four-output
   mechanism, whose total variation is ``(e^ε − 1 + 2δ)/(e^ε + 1)``: the bound is the envelope.
 * **D10.** ``T(P, Q) ≥ G_μ`` bounds the profile by the Gaussian's (Dong, Roth, Su 2022,
@@ -37,11 +37,10 @@ from __future__ import annotations
 import math
 
 import jax.numpy as jnp
-import numpy as np
-from jax.scipy.special import log_ndtr
+from jax.scipy.special import erfcx, log_ndtr
 
-from jaxpriv import catalog, families  # noqa: F401  (the notions the relations use)
-from jaxpriv.registry import Relation, Source, level, register
+from jaxpriv import catalog  # noqa: F401  (the notions the relations use)
+from jaxpriv.registry import Relation, Source, register
 
 ORDERS = (1.5, 2.0, 4.0, 16.0)
 """The Rényi orders α every α-claim is registered at."""
@@ -70,21 +69,46 @@ def instance_id(base: str, order: float | None = None, delta: float | None = Non
 # --------------------------------------------------------------------------------------------
 
 
-def _at_randomized_response(conclusion: str, options: dict | None = None):
+def _at_randomized_response(value_at_rr, what: str):
     """ε-LDP premise: the sup of a pair notion obeying data processing is its value at binary
-    randomized response ``RR_x`` (KOV 2015 Thm 2.5), exact and attained, for every prior."""
-    options = dict(options or {})
-
+    randomized response ``RR_x`` (KOV 2015 Thm 2.5), exact and attained, for every prior; given
+    in closed form (a float64 ``RR_x`` itself is too coarse near 0: its rows differ by ~x/2,
+    rounded to 1e-16 absolute, so a divergence ∝ x² loses half its digits at x = 1e-9).
+    ``tests/test_dp_relations.py`` checks each closed form against the notion at ``RR_x``."""
     def certificate(x, eps, *, n, r=None, prior="free"):
-        values = np.asarray(x, dtype=np.float64)
-        finite = np.isfinite(values)
-        rr = families.randomized_response(np.where(finite, values, 0.0))
-        sup = level(conclusion, rr, **options)
-        return np.where(finite, sup, np.inf), None
+        return value_at_rr(jnp.asarray(x)), None
 
-    certificate.__doc__ = (f"sup {conclusion} at LDP ≤ x: its value at binary randomized "
-                           "response RR_x (every ε-LDP pair is a post-processing of RR_ε).")
+    certificate.__doc__ = f"sup {what} at LDP ≤ x: its value at binary randomized response RR_x."
     return certificate
+
+
+def ldp_envelope(premise: str, conclusion: str, options: dict | None = None):
+    """The certificate of "ε-LDP ⇒ conclusion ≤ …" where its envelope is known in closed form
+    (the conclusion's value at ``RR_x``): ``tv``, ``kl``, ``zcdp``, ``renyi`` at a finite order;
+    ``None`` for any other pair (any claim with that premise and conclusion may use it, e.g. a
+    library's conversion in :mod:`jaxpriv.accountant_relations`)."""
+    options = options or {}
+    if premise != "ldp":
+        return None
+    if conclusion == "tv":
+        return _at_randomized_response(_tanh_half, "tv")
+    if conclusion in ("kl", "zcdp"):
+        return _at_randomized_response(_kl_of_rr, conclusion)
+    order = options.get("order", 2.0)
+    if conclusion == "renyi" and isinstance(order, (int, float)) and 1.0 < order < math.inf:
+        return _at_randomized_response(_d5_bound(float(order)), "renyi")
+    return None
+
+
+def _tanh_half(x):
+    """TV of ``RR_x``: ``tanh(x/2) = (e^x − 1)/(e^x + 1)``."""
+    return jnp.tanh(x / 2.0)
+
+
+def _kl_of_rr(x):
+    """KL of ``RR_x``, ``x·tanh(x/2)``, which is also its zCDP level (the sup over α is the
+    α → 1 limit: Steinke 2024, Thm 5)."""
+    return x * jnp.tanh(x / 2.0)
 
 
 def _bound_is_envelope(bound):
@@ -117,12 +141,24 @@ def _pml_of_ldp(x, eps, *, n, r=None, prior="free"):
 # --------------------------------------------------------------------------------------------
 
 
+def log_cosh(y):
+    """``log cosh(y)`` to full relative accuracy: ``log1p(2 sinh²(y/2))`` (no cancellation near
+    0), ``|y| + log1p(e^{−2|y|}) − log 2`` beyond ``|y| = 1`` (no overflow)."""
+    a = jnp.abs(y)
+    small = a <= 1.0
+    s = jnp.sinh(jnp.where(small, a, 0.0) / 2.0)
+    big = jnp.where(small, 1.0, a)
+    return jnp.where(small, jnp.log1p(2.0 * s * s),
+                     big + jnp.log1p(jnp.exp(-2.0 * big)) - math.log(2.0))
+
+
 def _d5_bound(order):
     """Steinke 2024 Thm 4: ``(α−1)⁻¹ log((e^{αε} + e^{(1−α)ε})/(1 + e^ε))``, the RR value,
-    written as ``ε + (α−1)⁻¹·[log1p(e^{−(2α−1)ε}) − log1p(e^{−ε})]`` (no overflow)."""
+    as ``(α−1)⁻¹ [log cosh((α−½)ε) − log cosh(ε/2)]`` (the two sums are ``2e^{ε/2}·cosh``):
+    both terms are O(ε²) near 0 and their ratio is at least (2α−1)² ≥ 4, so nothing cancels
+    (the textbook form loses every digit at ε = 1e-7)."""
     def bound(x, *p):
-        return x + (jnp.log1p(jnp.exp(-(2.0 * order - 1.0) * x)) - jnp.log1p(jnp.exp(-x))) / (
-            order - 1.0)
+        return (log_cosh((order - 0.5) * x) - log_cosh(0.5 * x)) / (order - 1.0)
     return bound
 
 
@@ -160,14 +196,30 @@ def _d9_bound(epsilon: float):
 
 
 def _d10_bound(epsilon: float):
-    """Dong, Roth, Su 2022, Cor. 2.13: ``Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)``, as
-    ``Φ(a)·(−expm1(ε + log Φ(a − μ) − log Φ(a)))`` (no cancellation); 0 at μ = 0."""
+    """Dong, Roth, Su 2022, Cor. 2.13: ``Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)``; 0 at μ = 0.
+
+    With ``a = −ε/μ + μ/2``, ``b = a − μ``: ``δ = Φ(a)·(1 − e^ε Φ(b)/Φ(a))``. In the tail
+    (``a ≤ 0``) ``Φ(x) = ½·erfcx(−x/√2)·e^{−x²/2}`` and the Gaussian factors cancel exactly
+    against ``e^ε`` (``(a² − b²)/2 = −ε``), so ``δ = Φ(a)·(−expm1(log erfcx(−b/√2) −
+    log erfcx(−a/√2)))`` keeps full relative accuracy down to 1e-300 (``log Φ`` differences
+    would lose six digits there); for ``a > 0`` the same with ``log Φ`` (no tail).
+    """
+    root2 = math.sqrt(2.0)
+
     def bound(x, *p):
         mu = jnp.asarray(x)
         positive = mu > 0
         safe = jnp.where(positive, mu, 1.0)
         a = -epsilon / safe + safe / 2.0
-        value = jnp.exp(log_ndtr(a)) * -jnp.expm1(epsilon + log_ndtr(a - safe) - log_ndtr(a))
+        b = a - safe
+        tail = a <= 0
+        at = jnp.where(tail, a, -1.0)
+        bt = at - safe
+        log_phi_a = jnp.where(tail, jnp.log(0.5 * erfcx(-at / root2)) - at * at / 2.0,
+                              log_ndtr(a))
+        gap = jnp.where(tail, jnp.log(erfcx(-bt / root2)) - jnp.log(erfcx(-at / root2)),
+                        epsilon + log_ndtr(b) - log_ndtr(a))
+        value = jnp.exp(log_phi_a) * -jnp.expm1(gap)
         return jnp.where(positive, jnp.maximum(value, 0.0), 0.0)
     return bound
 
@@ -193,25 +245,25 @@ def _add(**fields) -> Relation:
 
 _add(id="D1", statement="ε-LDP ⇒ TV ≤ (e^ε−1)/(e^ε+1)", sources=(KOV,),
      premise="ldp", conclusion="tv", bound=lambda x, *p: jnp.tanh(x / 2.0),
-     certificate=_at_randomized_response("tv"), proof=CERTIFIED)
+     certificate=ldp_envelope("ldp", "tv"), proof=CERTIFIED)
 _add(id="D2", statement="ε-LDP ⇒ KL ≤ ε(e^ε−1)",
      sources=(Source("Dwork, Rothblum, Vadhan 2010 (FOCS)", "Lemma III.2"),),
      premise="ldp", conclusion="kl", bound=lambda x, *p: x * jnp.expm1(x),
-     certificate=_at_randomized_response("kl"), proof=CERTIFIED)
+     certificate=ldp_envelope("ldp", "kl"), proof=CERTIFIED)
 _add(id="D3", statement="ε-LDP ⇒ ρ-zCDP with ρ = ε²/2",
      sources=(Source("Bun, Steinke 2016 (TCC), arXiv 1605.02065", "Prop. 1.4 (= Prop. 3.3)"),),
      premise="ldp", conclusion="zcdp", bound=lambda x, *p: 0.5 * x * x,
-     certificate=_at_randomized_response("zcdp"), proof=CERTIFIED)
+     certificate=ldp_envelope("ldp", "zcdp"), proof=CERTIFIED)
 _add(id="D4", statement="ε-LDP ⇒ ρ-zCDP with ρ = ε·tanh(ε/2)",
      sources=(Source(STEINKE, "Thm 5"),),
      premise="ldp", conclusion="zcdp", bound=lambda x, *p: x * jnp.tanh(x / 2.0),
-     certificate=_at_randomized_response("zcdp"), proof=CERTIFIED)
+     certificate=ldp_envelope("ldp", "zcdp"), proof=CERTIFIED)
 for _a in ORDERS:
     _add(id=instance_id("D5", order=_a),
          statement=f"ε-LDP ⇒ D_α ≤ (α−1)⁻¹ log((e^{{αε}}+e^{{(1−α)ε}})/(1+e^ε)) at α = {_a:g}",
          sources=(Source(STEINKE, "Thm 4"),), premise="ldp", conclusion="renyi",
          options={"order": _a}, bound=_d5_bound(_a),
-         certificate=_at_randomized_response("renyi", {"order": _a}), proof=CERTIFIED)
+         certificate=ldp_envelope("ldp", "renyi", {"order": _a}), proof=CERTIFIED)
 for _a in ORDERS:
     for _d in DELTAS:
         _add(id=instance_id("D6", order=_a, delta=_d),
@@ -219,6 +271,8 @@ for _a in ORDERS:
              sources=(Source("Mironov 2017 (CSF), arXiv 1702.07476", "Prop. 3"),),
              premise="renyi", conclusion="eps_at_delta", options={"order": _a, "delta": _d},
              bound=(lambda a, d: lambda x, *p: x + math.log(1.0 / d) / (a - 1.0))(_a, _d))
+for _a in ORDERS:
+    for _d in DELTAS:
         _add(id=instance_id("D7", order=_a, delta=_d),
              statement=f"D_α ≤ r ⇒ ε(δ) ≤ r + log(1−1/α) − (log δ + log α)/(α−1) at α = {_a:g}, "
                        f"δ = {_d:g}",

@@ -199,8 +199,9 @@ def renyi_over_order(log_P, log_Q, order):
     H = jnp.sum(alpha_divergence_terms(log_P, log_Q, alpha[..., None]), axis=-1)
     finite = jnp.isfinite(H) & ~large
     y = jnp.where(finite, alpha * h * H, 0.0)
-    tiny = y < 1e-300
-    log1p_ratio = jnp.where(tiny, 1.0, jnp.log1p(y) / jnp.where(tiny, 1.0, y))  # log1p(y)/y
+    small = y < 1e-6  # log1p(y)/y by its series there (exact to 1e-18; no 0/0 at y = 0)
+    log1p_ratio = jnp.where(small, 1.0 - y / 2.0 + y * y / 3.0,
+                            jnp.log1p(y) / jnp.where(small, 1.0, y))
     value = jnp.where(large, jnp.where(large, lse, 0.0) / (alpha * h), H * log1p_ratio)
     return jnp.where(jnp.isinf(H) & ~large, jnp.inf, jnp.maximum(value, 0.0))
 
@@ -214,7 +215,8 @@ def renyi_pair(log_P, log_Q, order):
 
 
 ZCDP_GRID = 48
-"""Grid points in ``log(α−1)`` before the golden-section refinement."""
+"""Grid points in ``log(α−1)`` before the golden-section refinement (float64; the float32
+screen uses 24 points and 30 steps: its own rounding is coarser than what they leave)."""
 ZCDP_GOLDEN_STEPS = 60
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
@@ -229,9 +231,11 @@ def zcdp_pair(log_P, log_Q):
     infinite = jnp.isinf(d_inf)
     usable = (kl > 0) & ~infinite
     top = jnp.where(usable, d_inf / jnp.where(usable, kl, 1.0), 2.0)
-    low = math.log(1e-6 if dtype == jnp.float64 else 1e-3)
+    wide = dtype == jnp.float64
+    points, steps = (ZCDP_GRID, ZCDP_GOLDEN_STEPS) if wide else (24, 30)
+    low = math.log(1e-6 if wide else 1e-3)
     high = jnp.log(jnp.maximum(top, 2.0) - 1.0)
-    fractions = jnp.linspace(0.0, 1.0, ZCDP_GRID, dtype=dtype)
+    fractions = jnp.linspace(0.0, 1.0, points, dtype=dtype)
     grid = low + (high[..., None] - low) * fractions  # (*p, G) in u = log(α − 1)
 
     def g(u):  # D_α/α at α = 1 + e^u, u shaped like the pairs' leading axes
@@ -239,20 +243,26 @@ def zcdp_pair(log_P, log_Q):
 
     on_grid = jax.vmap(g, in_axes=-1, out_axes=-1)(grid)
     best = jnp.argmax(on_grid, axis=-1)
-    step = (high - low) / (ZCDP_GRID - 1)
+    step = (high - low) / (points - 1)
     u_best = jnp.take_along_axis(grid, best[..., None], axis=-1)[..., 0]
     a = jnp.maximum(u_best - step, low)
     b = jnp.minimum(u_best + step, high)
+    # golden-section search keeping one interior point (one evaluation per step)
+    c = b - _GOLDEN * (b - a)
+    d = a + _GOLDEN * (b - a)
 
-    def golden(_, bracket):
-        a, b = bracket
-        c = b - _GOLDEN * (b - a)
-        d = a + _GOLDEN * (b - a)
-        left = g(c) >= g(d)
-        return jnp.where(left, a, c), jnp.where(left, d, b)
+    def golden(_, state):
+        a, b, c, d, gc, gd = state
+        left = gc >= gd  # the max is in [a, d]: d ← c, evaluate a new c
+        a, b = jnp.where(left, a, c), jnp.where(left, d, b)
+        new = jnp.where(left, b - _GOLDEN * (b - a), a + _GOLDEN * (b - a))
+        g_new = g(new)
+        c, d = jnp.where(left, new, d), jnp.where(left, c, new)
+        gc, gd = jnp.where(left, g_new, gd), jnp.where(left, gc, g_new)
+        return a, b, c, d, gc, gd
 
-    a, b = jax.lax.fori_loop(0, ZCDP_GOLDEN_STEPS, golden, (a, b))
-    refined = g(0.5 * (a + b))
+    a, b, c, d, gc, gd = jax.lax.fori_loop(0, steps, golden, (a, b, c, d, g(c), g(d)))
+    refined = jnp.maximum(gc, gd)
     value = jnp.maximum(jnp.maximum(jnp.max(on_grid, axis=-1), refined), kl)
     return jnp.where(infinite, jnp.inf, jnp.where(kl > 0, value, 0.0))
 
@@ -286,6 +296,13 @@ def _probit(x, complement):
                      ndtri(jnp.where(upper, 0.5, x)))
 
 
+def _suffix_after(x):
+    """``Σ_{j>k} x_j`` for every ``k`` (the complement of a prefix), from its own sum: a tail
+    of 1e-19 behind a term of 0.3 is kept, not lost in ``total − prefix``."""
+    suffix = jnp.flip(jnp.cumsum(jnp.flip(x, -1), axis=-1), -1)  # Σ_{j≥k}
+    return jnp.concatenate([suffix[..., 1:], jnp.zeros_like(suffix[..., :1])], axis=-1)
+
+
 def gdp_pair(log_P, log_Q):
     """The least ``μ ≥ 0`` with ``T(P, Q) ≥ G_μ`` (Dong, Roth, Su 2022, Def. 2.6 and §2.2):
     ``T`` is piecewise linear with vertices at the prefixes ``S_k`` of the outputs sorted by
@@ -299,9 +316,7 @@ def gdp_pair(log_P, log_Q):
     P = jnp.take_along_axis(jnp.exp(log_P), order, axis=-1)
     Q = jnp.take_along_axis(jnp.exp(log_Q), order, axis=-1)
     P_in, Q_in = jnp.cumsum(P, axis=-1), jnp.cumsum(Q, axis=-1)
-    P_out = jnp.flip(jnp.cumsum(jnp.flip(P, -1), axis=-1), -1) - P  # Σ_{j>k}
-    Q_out = jnp.flip(jnp.cumsum(jnp.flip(Q, -1), axis=-1), -1) - Q
-    P_out, Q_out = jnp.maximum(P_out, 0.0), jnp.maximum(Q_out, 0.0)
+    P_out, Q_out = _suffix_after(P), _suffix_after(Q)  # Σ_{j>k}, summed, not subtracted
     skip = ((P_in <= 0) & (Q_in <= 0)) | ((P_out <= 0) & (Q_out <= 0))
     power = _probit(jnp.where(skip, 0.5, Q_in), jnp.where(skip, 0.5, Q_out))
     size = _probit(jnp.where(skip, 0.5, P_in), jnp.where(skip, 0.5, P_out))

@@ -612,6 +612,9 @@ NOTIONS: dict[str, Notion] = {}
 """Every registered notion by key."""
 REGISTRY: dict[str, Relation | StatisticalRelation] = {}
 """Every registered relation by id."""
+OPTIONAL: dict[str, str] = {}
+"""Id prefixes of relations registered only when an optional package is installed, and what to
+install (named when a selection finds none of them)."""
 
 
 def register(record, *, replace: bool = False):
@@ -710,7 +713,8 @@ def notion(key: str) -> Notion:
 
 
 def select(pattern: str | None) -> list[str]:
-    """Relation ids matching a comma list of ids or prefixes ending in ``*`` (``'opendp.*'``);
+    """Relation ids matching a comma list of ids or prefixes ending in ``*`` (``'opendp.*'``;
+    a prefix matches case-sensitively where it can, else in any case);
     an id registered only at parameter values (``D6`` as ``D6.a2.d1e-5``, …) selects them all;
     ``None``/``"all"``: every relation."""
     if pattern is None or pattern.strip().lower() == "all":
@@ -722,18 +726,31 @@ def select(pattern: str | None) -> list[str]:
                          "'all'")
     for part in parts:
         if part.endswith("*"):
-            prefix = _lookup_key(part[:-1])
-            matched = [rid for rid in REGISTRY if _lookup_key(rid).startswith(prefix)]
+            # case-sensitive first ('D*' is D1–D16, not dp_accounting.*), else any case
+            matched = [rid for rid in REGISTRY if rid.startswith(part[:-1])] or [
+                rid for rid in REGISTRY if _lookup_key(rid).startswith(_lookup_key(part[:-1]))]
             if not matched:
-                raise InputError(f"no relation matches {part!r}; registered: "
-                                 f"{', '.join(REGISTRY)}")
+                raise InputError(_optional_hint(part) or f"no relation matches {part!r}; "
+                                 f"registered: {', '.join(REGISTRY)}")
             chosen += matched
         else:
             family = [rid for rid in REGISTRY if _lookup_key(rid).startswith(
                 _lookup_key(part) + ".")] if _lookup_key(part) not in map(_lookup_key, REGISTRY) \
                 else []
+            if not family and _lookup_key(part) not in map(_lookup_key, REGISTRY) and \
+                    _optional_hint(part):
+                raise InputError(_optional_hint(part))
             chosen += family or [get(part).id]
     return list(dict.fromkeys(chosen))
+
+
+def _optional_hint(part: str) -> str | None:
+    """What to install for a selection that names an optional package's relations."""
+    key = _lookup_key(part.rstrip("*"))
+    for prefix, hint in OPTIONAL.items():
+        if key.startswith(_lookup_key(prefix)) or _lookup_key(prefix).startswith(key + "."):
+            return f"no relation matches {part!r}: {hint}"
+    return None
 
 
 # --------------------------------------------------------------------------------------------

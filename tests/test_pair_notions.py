@@ -1,0 +1,255 @@
+"""SPEC §5 notions (jaxpriv.pair_notions): the float64 reference against the 50-digit mpmath
+oracle (tests/reference.py, written from the definitions: eps_at_delta by bisection, gdp over
+every subset of outputs, zCDP by a dense scan), closed forms on randomized response, properties
+that must hold, float32 against float64, gradients, and bad input."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+import reference
+from jaxpriv import InputError, Mechanism, families, level, pair_notions
+
+KEYS = ("tv", "kl", "chi2", "renyi", "zcdp", "delta", "eps_at_delta", "gdp", "max_leakage",
+        "pml")
+RTOL = 1e-9
+
+
+def _random_cases():
+    rng = np.random.default_rng(2026)
+    cases = {}
+    for i in range(6):
+        n, m = int(rng.integers(2, 4)), int(rng.integers(2, 5))
+        K = rng.dirichlet(np.ones(m) * [0.3, 1.0, 5.0, 50.0][i % 4], size=n)
+        if i % 3 == 0:  # a zero entry: infinite KL/χ²/Rényi/zCDP somewhere
+            K[0, 0] = 0.0
+            K[0] /= K[0].sum()
+        cases[f"random{i}-{n}x{m}"] = (K, rng.dirichlet(np.ones(n)))
+    cases["interior-zcdp"] = (np.array([[0.5, 0.5], [0.9, 0.1]]), np.array([0.3, 0.7]))
+    cases["interior-zcdp-2"] = (np.array([[0.3, 0.7], [0.01, 0.99]]), np.array([0.5, 0.5]))
+    cases["near-constant"] = (np.array([[0.5 + 1e-7, 0.5 - 1e-7], [0.5, 0.5]]), None)
+    # ratios beyond 1e16 with every entry positive: KL finite (an audit once reported +∞ here,
+    # t = (P−Q)/(P+Q) having rounded to 1)
+    cases["extreme-ratios"] = (np.array([
+        [0.8704446976702961, 2.385881390190018e-06, 0.12844742214803903, 0.0011054943002747556],
+        [0.03834588258465942, 3.425062873373154e-10, 0.960439958615968, 0.0012141584568665026],
+        [0.9237531086955247, 0.0762468898214463, 1.4830281561288895e-09, 8.479802396629104e-16],
+        [4.72858203951366e-05, 0.9719910686246935, 3.021163861020196e-19, 0.027961645554911273],
+    ]), None)
+    cases["prior-zero"] = (np.array([[0.7, 0.2, 0.1], [0.1, 0.1, 0.8], [0.3, 0.3, 0.4]]),
+                           np.array([0.5, 0.0, 0.5]))
+    return cases
+
+
+CASES = _random_cases()
+PARAMS = [(1.5, 0.0, 1e-2), (2.0, 0.5, 1e-5), (16.0, 1.0, 1e-5)]
+
+
+def _close(actual, expected, what):
+    actual, expected = float(actual), float(expected)
+    assert not np.isnan(actual), what
+    if np.isinf(expected):
+        assert np.isinf(actual), (what, actual)
+    else:
+        np.testing.assert_allclose(actual, expected, rtol=RTOL, atol=1e-15, err_msg=what)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_levels_match_the_mpmath_oracle(x64, name):
+    K, prior = CASES[name]
+    order, epsilon, delta = PARAMS[sorted(CASES).index(name) % len(PARAMS)]
+    expected = reference.literature_levels(K.tolist(), None if prior is None else prior.tolist(),
+                                           order=order, epsilon=epsilon, delta=delta)
+    mech = Mechanism.from_K(K, prior)
+    options = {"renyi": {"order": order}, "delta": {"epsilon": epsilon},
+               "eps_at_delta": {"delta": delta}}
+    for key in KEYS:
+        _close(level(key, mech, **options.get(key, {})), expected[key], f"{name}: {key}")
+
+
+def test_interior_zcdp_is_not_the_kl_limit(x64):
+    """Where the sup over α is interior (α* ≈ 1.47), zCDP exceeds KL: the refinement matters."""
+    mech = Mechanism.from_K(CASES["interior-zcdp"][0])
+    assert float(level("zcdp", mech)) > 1.04 * float(level("kl", mech))
+
+
+@pytest.mark.parametrize("eps", [1e-6, 0.1, 1.0, 5.0, 30.0])
+def test_randomized_response_closed_forms(x64, eps):
+    """Binary RR_ε (KOV 2015): TV = tanh(ε/2); KL = ε·tanh(ε/2) = ρ (Steinke 2024, Thm 5: the
+    sup over α is the α → 1 limit); D_α (Thm 4); δ(ε') = (e^ε − e^ε')/(1+e^ε) below ε;
+    μ = 2Φ⁻¹(e^ε/(1+e^ε)); maximal leakage log(2e^ε/(1+e^ε)); ε(δ) = log((e^ε − δ(1+e^ε)))."""
+    rr = families.randomized_response(eps)
+    t = np.tanh(eps / 2)
+    np.testing.assert_allclose(level("tv", rr), t, rtol=1e-9)  # RR_ε itself is rounded
+    np.testing.assert_allclose(level("kl", rr), eps * t, rtol=1e-9)
+    np.testing.assert_allclose(level("zcdp", rr), eps * t, rtol=1e-9)
+    for a in (1.5, 2.0, 16.0):
+        e, am = reference.mp.mpf(eps), reference.mp.mpf(a)
+        want = reference.mp.log((reference.mp.exp(am * e) + reference.mp.exp((1 - am) * e)) /
+                                (1 + reference.mp.exp(e))) / (am - 1)
+        np.testing.assert_allclose(level("renyi", rr, order=a), float(want), rtol=1e-9)
+    np.testing.assert_allclose(level("renyi", rr, order=np.inf), eps, rtol=1e-9)
+    e1 = eps / 2
+    np.testing.assert_allclose(level("delta", rr, epsilon=e1),
+                               (np.exp(eps) - np.exp(e1)) / (1 + np.exp(eps)), rtol=1e-9)
+    np.testing.assert_allclose(level("gdp", rr), 2 * norm.isf(1 / (1 + np.exp(eps))),
+                               rtol=1e-9)
+    np.testing.assert_allclose(level("max_leakage", rr), np.log(2 / (1 + np.exp(-eps))),
+                               rtol=1e-9)
+    np.testing.assert_allclose(level("pml", rr), np.log(2 / (1 + np.exp(-eps))), rtol=1e-9)
+    delta = 1e-5
+    if eps > 1e-3:
+        want = np.log((np.exp(eps) - delta * (1 + np.exp(eps))))
+        np.testing.assert_allclose(level("eps_at_delta", rr, delta=delta), want, rtol=1e-9)
+
+
+def test_k_randomized_response_max_leakage(x64):
+    """n-ary RR: Σ_w max_d K = n e^ε/(e^ε + n − 1) (the D14 envelope)."""
+    for k in (2, 3, 7):
+        mech = families.k_randomized_response(k, 1.3)
+        np.testing.assert_allclose(level("max_leakage", mech),
+                                   np.log(k * np.exp(1.3) / (np.exp(1.3) + k - 1)), rtol=1e-12)
+
+
+def _random_mechanisms(seed, batch=64, n=3, m=4):
+    rng = np.random.default_rng(seed)
+    K = rng.dirichlet(np.ones(m) * 0.7, size=(batch, n))
+    return Mechanism.from_K(K, rng.dirichlet(np.ones(n), size=batch))
+
+
+def test_properties(x64):
+    """Monotone in α, α → 1 is KL, α = ∞ is LDP, TV = δ(0), δ(ε(δ)) ≤ δ with equality where
+    ε(δ) > 0, ρ ≥ D_α/α at every α, MI ≤ maximal leakage, PML ≥ maximal leakage's ... ≥ 0."""
+    mech = _random_mechanisms(0)
+    orders = (1.000001, 1.5, 2.0, 4.0, 16.0, 100.0)
+    values = np.stack([level("renyi", mech, order=a) for a in orders])
+    assert (np.diff(values, axis=0) >= -1e-12 * np.abs(values[1:])).all()
+    np.testing.assert_allclose(values[0], level("kl", mech), rtol=1e-5)
+    np.testing.assert_allclose(level("renyi", mech, order=np.inf), level("ldp", mech), rtol=1e-12)
+    np.testing.assert_allclose(level("tv", mech), level("delta", mech, epsilon=0.0), rtol=1e-12)
+    rho = level("zcdp", mech)
+    for a in orders[1:]:
+        assert (rho >= level("renyi", mech, order=a) / a * (1 - 1e-12)).all()
+    for delta in (1e-2, 1e-5):
+        eps = level("eps_at_delta", mech, delta=delta)
+        at = np.array([float(level("delta", mech[i], epsilon=float(eps[i])))
+                       for i in range(len(eps))])
+        assert (at <= delta * (1 + 1e-9)).all()
+        positive = eps > 0
+        np.testing.assert_allclose(at[positive], delta, rtol=1e-8)
+    assert (level("mi", mech) <= level("max_leakage", mech) * (1 + 1e-12)).all()
+    assert (level("pml", mech) >= 0).all()
+
+
+def test_gdp_is_the_least_mu(x64):
+    """At μ = gdp the Gaussian curve touches the trade-off curve from below: T ≥ G_μ on a fine
+    grid of type-I errors, and below μ it fails somewhere (pairs of 2×3 mechanisms)."""
+    mech = _random_mechanisms(1, batch=8, n=2, m=3)
+    K = np.asarray(mech.K)
+    for i in range(8):
+        mu = float(level("gdp", mech[i]))
+        worst = np.inf
+        for P, Q in ((K[i, 0], K[i, 1]), (K[i, 1], K[i, 0])):
+            order = np.argsort(-(Q / P))
+            a = np.concatenate([[0], np.cumsum(P[order])])
+            b = 1 - np.concatenate([[0], np.cumsum(Q[order])])
+            grid = np.linspace(0, 1, 20001)
+            T = np.interp(grid, a, b)
+            worst = min(worst, (T - norm.cdf(norm.isf(grid) - mu)).min())
+            below = (T - norm.cdf(norm.isf(grid) - 0.999 * mu)).min()
+        assert worst >= -1e-7
+        assert below < 1e-6 or mu == 0
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_edge_cases_never_nan(x64, key):
+    """Identity (disjoint rows), constant (identical rows), zeros, one secret, tiny entries."""
+    cases = [families.identity(3), families.constant(3, 4),
+             Mechanism.from_K(np.array([[1.0, 0.0], [0.5, 0.5]])),
+             Mechanism.from_K(np.array([[0.3, 0.7]])),
+             Mechanism.from_K(np.array([[1 - 1e-300, 1e-300], [1e-300, 1 - 1e-300]]))]
+    for mech in cases:
+        value = np.asarray(level(key, mech))
+        assert not np.isnan(value).any() and (value >= 0).all(), (key, value)
+    assert float(level(key, families.constant(3, 4))) == 0.0
+    identity = float(level(key, families.identity(3)))
+    finite = {"tv": 1.0, "delta": 1.0, "max_leakage": np.log(3), "pml": np.log(3)}
+    if key in finite:
+        np.testing.assert_allclose(identity, finite[key], rtol=1e-12)
+    else:
+        assert np.isinf(identity)
+
+
+def test_huge_renyi_does_not_overflow(x64):
+    """``P^α Q^{1−α}`` of 1e4500 is a finite divergence (log-sum-exp branch), not +∞."""
+    mech = Mechanism.from_K(np.array([[0.5, 0.5], [1e-300, 1 - 1e-300]]))
+    value = float(level("renyi", mech, order=16.0))
+    want = float(reference.pair_level(reference.renyi, [[0.5, 0.5], [1e-300, 1 - 1e-300]], 16))
+    np.testing.assert_allclose(value, want, rtol=1e-12)
+
+
+def _all_levels(mech):
+    from jaxpriv import registry
+
+    return {key: registry.notion(key).evaluate(mech) for key in KEYS}
+
+
+def test_float32_screens_agree_with_float64():
+    """The sweep evaluates in float32: within 2e-3 relative of float64 (away from 0)."""
+    mech64 = _random_mechanisms(2, batch=256)
+    got_all = jax.jit(_all_levels)(mech64.astype(jnp.float32))
+    for key in KEYS:
+        want = np.asarray(level(key, mech64))
+        got = np.asarray(got_all[key])
+        assert got.dtype == np.float32 and not np.isnan(got).any(), key
+        big = np.isfinite(want) & (want > 1e-3)
+        np.testing.assert_allclose(got[big], want[big], rtol=2e-3, err_msg=key)
+        assert np.isinf(got[np.isinf(want)]).all(), key
+
+
+def test_gradients_are_finite():
+    """Every notion is differentiable through a softmax parameterization (the search's), with no
+    NaN, at a random and at a constant mechanism."""
+    def grads(z):
+        def one(z, key):
+            mech = Mechanism(jax.nn.log_softmax(z, axis=-1), jnp.log(jnp.ones(3) / 3),
+                             jnp.log(jnp.ones(3) / 3))
+            return _all_levels(mech)[key]
+        return {key: jax.grad(one)(z, key) for key in KEYS}
+
+    compiled = jax.jit(grads)
+    for scale in (0.0, 1.0):
+        logits = scale * jax.random.normal(jax.random.PRNGKey(0), (3, 3))
+        for key, grad in compiled(logits).items():
+            assert not jnp.isnan(grad).any(), (key, scale)
+
+
+@pytest.mark.parametrize("key, params, message", [
+    ("renyi", {"order": 1.0}, "'order' must be > 1"),
+    ("renyi", {"order": "two"}, "must be a number"),
+    ("eps_at_delta", {"delta": 0.0}, "'delta' must be in (0, 1)"),
+    ("eps_at_delta", {"delta": 1.5}, "'delta' must be in (0, 1)"),
+    ("delta", {"epsilon": -1.0}, "'epsilon' must be ≥ 0"),
+    ("delta", {"epsilon": float("nan")}, "must be a number"),
+])
+def test_bad_parameters_are_one_clear_error(key, params, message):
+    with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        level(key, families.randomized_response(1.0), **params)
+
+
+def test_neighbour_relation_restricts_the_pairs(x64):
+    """Over the pairs |d − d'| = 1 of the truncated geometric mechanism the TV is the adjacent
+    rows' one, below the all-pairs value."""
+    mech = families.truncated_geometric(4, 1.0)
+    adjacent = np.abs(np.subtract.outer(np.arange(4), np.arange(4))) == 1
+    near = float(pair_notions.tv(mech.astype(jnp.float64), adjacent))
+    K = np.asarray(mech.K, dtype=np.float64)
+    want = max(0.5 * np.abs(K[d] - K[d + 1]).sum() for d in range(3))
+    np.testing.assert_allclose(near, want, rtol=1e-9)
+    assert near < float(level("tv", mech))
+    with pytest.raises(InputError, match="symmetric"):
+        pair_notions.tv(mech, np.triu(adjacent))
