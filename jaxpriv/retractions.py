@@ -32,7 +32,9 @@ from jaxpriv.mechanisms import Mechanism
 MARGIN = 1e-6
 """Relative margin by which a bisection-retracted mechanism sits inside its premise level."""
 BISECTION_STEPS = 60
-"""Bisection steps on ``log(1 − t)`` (the bracket ``[−40, 0]`` shrinks to ~1e-17)."""
+"""Bisection steps on ``log(1 − t)`` in float64 (the bracket ``[−40, 0]`` shrinks to ~1e-17)."""
+BISECTION_STEPS_FLOAT32 = 32
+"""The same in float32 (the bracket shrinks to ~1e-8, below float32's resolution of ``u``)."""
 
 
 def mix(log_a, log_b, log_keep):
@@ -173,7 +175,7 @@ def belief_keep(belief, prior, eps):
 
 
 def bisect_keep(level: Callable[[Mechanism], jax.Array], mech: Mechanism, x,
-                steps: int = BISECTION_STEPS, margin: float = MARGIN):
+                steps: int | None = None, margin: float = MARGIN):
     """``log(1 − t)`` for (a hair above) the least ``t`` with ``level((1−t)K + t/m) ≤ x``, for any
     ``level`` that is non-increasing in ``t`` and 0 at ``t = 1`` (a post-processing-monotone
     notion). 0 (the identity) when ``K`` already has ``level ≤ x``.
@@ -188,9 +190,12 @@ def bisect_keep(level: Callable[[Mechanism], jax.Array], mech: Mechanism, x,
       level: the notion's level of one mechanism (a scalar).
       mech: one mechanism.
       x: the premise level (> 0).
-      steps: bisection steps.
+      steps: bisection steps (default: :data:`BISECTION_STEPS` in float64,
+        :data:`BISECTION_STEPS_FLOAT32` otherwise).
       margin: relative margin inside the premise.
     """
+    if steps is None:
+        steps = BISECTION_STEPS if mech.log_K.dtype == jnp.float64 else BISECTION_STEPS_FLOAT32
     target = x * (1.0 - margin)
     feasible = level(mech) <= x
 

@@ -1,0 +1,89 @@
+"""The accountants' conversions as relations (jaxpriv.accountant_relations): registered when the
+library is installed, their bound is the library's own function (through pure_callback, under
+jit and vmap), the known envelopes give exact verdicts, and the findings re-check. Each test
+skips cleanly without its library (``pip install ".[accountants]"``)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxpriv import InputError, accountant_adapters, audit, certify, families, registry
+
+
+def _needs(library):
+    return pytest.mark.skipif(not accountant_adapters.AVAILABLE[library],
+                              reason=f"{library} not installed (pip install '.[accountants]')")
+
+
+def test_registered_exactly_for_the_installed_libraries():
+    for conversion in accountant_adapters.CONVERSIONS:
+        assert (conversion.id in registry.REGISTRY) == conversion.available, conversion.id
+
+
+def test_a_missing_library_names_the_extra(monkeypatch):
+    """Selecting an absent library's relations is one clear error naming the extra."""
+    monkeypatch.setattr(registry, "REGISTRY", {k: v for k, v in registry.REGISTRY.items()
+                                               if not k.startswith("opendp.")})
+    for pattern in ("opendp.*", "opendp.make_pureDP_to_zCDP"):
+        with pytest.raises(InputError, match=r"jaxpriv\[accountants\]"):
+            registry.select(pattern)
+
+
+@_needs("dp_accounting")
+def test_library_bound_is_the_library_under_jit_and_vmap():
+    """The relation's bound equals the adapter's value in float64 and float32, jitted and
+    vmapped; an infinite premise carries no claim (+∞)."""
+    rid = "dp_accounting.compute_epsilon.a2.d1e-5"
+    relation = registry.get(rid)
+    conversion = accountant_adapters.CONVERSIONS_BY_ID[rid]
+    x = np.array([0.0, 0.01, 0.7, 3.0, np.inf])
+    want = np.array([conversion(v) if np.isfinite(v) else np.inf for v in x])
+    with jax.enable_x64(True):
+        got = np.asarray(jax.jit(lambda v: relation.bound(v, 0.0))(jnp.asarray(x)))
+    np.testing.assert_allclose(got, want, rtol=1e-15)
+    got32 = jax.jit(jax.vmap(lambda v: relation.bound(v, 0.0)))(jnp.asarray(x, jnp.float32))
+    assert got32.dtype == jnp.float32
+    np.testing.assert_allclose(np.asarray(got32), want, rtol=1e-6)
+
+
+@_needs("prv_accountant")
+def test_prv_accountant_pure_dp_rdp_is_below_randomized_response():
+    """Finding: ``PureDPMechanism(ε).rdp(α) = (α−1)ε/α`` is below the Rényi divergence of RR_ε,
+    a mechanism that is ε-DP: at ε = 1, α = 2 it claims 0.5 where D_2 = 0.7353."""
+    relation = registry.get("prv_accountant.rdp.a2")
+    result = relation.check(families.randomized_response(1.0))
+    assert bool(result.violated)
+    np.testing.assert_allclose(result.bound, 0.5, rtol=1e-12)
+    np.testing.assert_allclose(result.conclusion, np.log(np.cosh(1.5) / np.cosh(0.5)),
+                               rtol=1e-12)
+    cert = certify.envelope(relation, np.array([0.1, 0.5, 1.0, 3.0]), 0.0, n=2)
+    assert cert.exact.all() and (cert.min_slack[1:] < 1).all() and cert.min_slack[0] > 1
+
+
+@_needs("autodp")
+def test_autodp_pure_dp_rdp_is_exact_except_near_zero():
+    """``autodp.puredp_to_rdp`` is the RR value (least slack 1) for moderate ε, but its
+    cancellation makes it negative — a false claim — near ε = 1e-7."""
+    relation = registry.get("autodp.puredp_to_rdp.a2")
+    cert = certify.envelope(relation, np.array([0.01, 1.0, 3.0]), 0.0, n=2)
+    np.testing.assert_allclose(cert.min_slack, 1.0, rtol=1e-6)
+    result = relation.check(families.randomized_response(1e-7))
+    assert bool(result.violated) and float(result.bound) < 0 < float(result.conclusion)
+
+
+SMALL = dataclasses.replace(audit.BUDGETS["quick"], name="small-test", sweep_count=2048,
+                            restarts=4, steps=100)
+
+
+@_needs("opendp")
+def test_small_audit_of_a_library(tmp_path):
+    """OpenDP's ε-DP ⇒ ρ = ε²/2 holds: certified, least slack → 1 as ε → 0 (D3's envelope)."""
+    summary = audit.run(SMALL, ["opendp.make_pureDP_to_zCDP"], tmp_path, progress=False)
+    (verdict,) = summary["relations"]
+    assert verdict["kind"] == "certified" and verdict["violation_count"] == 0
+    assert verdict["verdict"] == "tight"
