@@ -37,6 +37,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from jaxpriv import certify, io, registry, report, runstate
@@ -509,6 +511,7 @@ def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
     count = int(sweep_summary.get("violation_count", 0)) + \
         int(search_summary.get("violation_count", 0))
     certified = certified_lower = cert_point = None
+    certified_over = False
     exact = True
     if relation.kind == "mechanism":
         premise, param = certified_region(relation, search_config)
@@ -516,8 +519,17 @@ def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
                                 r=search_config.r or None, prior=search_config.setup.prior,
                                 options=search_config.options)
         if cert is not None:
+            with jax.enable_x64(True):
+                bound = np.broadcast_to(np.asarray(relation.bound(
+                    jnp.asarray(premise, jnp.float64), jnp.asarray(param, jnp.float64))),
+                    premise.shape)
+            # a certified violation is judged like a witness: by more than the tolerance
+            # (a ratio certificate, NaN conclusion, by its least slack)
+            over = np.where(np.isnan(cert.conclusion), cert.min_slack < 1 - registry.RTOL,
+                            cert.conclusion > bound * (1 + registry.RTOL) + registry.ATOL)
             i = int(np.argmin(cert.min_slack))
             certified = float(cert.min_slack[i])
+            certified_over = bool(np.any(over))
             certified_lower = float(np.min(cert.min_slack_lower))
             exact = bool(np.all(cert.exact))
             gridded = relation.search.gridded_parameter
@@ -539,7 +551,7 @@ def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
                   and p.get("x") is not None and abs(p["x"] - cert_point["premise"]) < 1e-9]
             if at:
                 worst = {**cert_point, "witness": min(at, key=lambda p: p["slack"])["witness"]}
-        if certified is not None and certified < 1 - registry.RTOL:
+        if certified is not None and certified_over:
             verdict = "violated (certified)"
         elif certified_lower is not None and certified_lower < 1 - registry.RTOL:
             verdict = "undetermined (certified bracket straddles 1)"

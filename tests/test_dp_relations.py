@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from jaxpriv import Mechanism, audit, certify, families, level, registry
+from jaxpriv import Mechanism, audit, certify, families, level, registry, search
 from jaxpriv import dp_relations
 
 mp.mp.dps = 40
@@ -187,6 +187,26 @@ def test_quantized_gaussians_approach_d10(x64):
         bound = float(_bound(dp_relations.instance_id("D10", epsilon=eps), [mu])[0])
         got = float(level("delta", mech, epsilon=eps))
         assert bound * 0.99 <= got <= bound
+
+
+@pytest.mark.parametrize("rid", ["D6.a2.d1e-5", "D8.d1e-5", "D10.e1", "D11", "D13.d1e-5",
+                                 "D16"])
+def test_the_bisection_retraction_lands_in_the_premise(x64, rid):
+    """Premises without a closed-form retraction (Rényi, zCDP, GDP, KL, ε(δ), maximal leakage)
+    are held by bisection on the mixing weight: in float64 the built mechanism's premise is at
+    most x (and within 1e-4 of it when the start was infeasible)."""
+    relation = registry.get(rid)
+    setup = search.setup_for(relation)
+    rng = np.random.default_rng(sum(map(ord, rid)))
+    build = jax.jit(lambda params, x: search.build(params, x, jnp.float64(0.0), relation, setup))
+    for x in (0.05, 0.7, 2.5):
+        params = search.Params(*(jnp.asarray(3.0 * rng.standard_normal(shape))
+                                 for shape in ((3, 4), (3,), (3,), (4,))))
+        level_of = registry.notion(relation.premise)
+        start = float(level_of.evaluate(build(params, jnp.float64(1e9)), relation.options))
+        premise = float(level_of.evaluate(build(params, jnp.float64(x)), relation.options))
+        assert premise <= x * (1 + 1e-9) + 1e-12, (rid, x, premise)
+        assert premise >= min(start, x * (1 - 1e-4)), (rid, x, premise, start)
 
 
 SMALL = dataclasses.replace(audit.BUDGETS["quick"], name="small-test", sweep_count=4096,

@@ -179,7 +179,7 @@ def test_search_envelope_dominates_the_sweep_envelope(tmp_path):
 # -- parameterization ------------------------------------------------------------------------------
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(st.sampled_from(["R1", "R2", "R3", "R4", "R5", "R6"]), st.floats(1e-4, 4.0),
        st.floats(0.0, 2.0), st.integers(0, 2**31 - 1), st.floats(0.1, 30.0))
 def test_the_retraction_lands_in_the_feasible_set(relation_id, x, eps, seed, scale):
