@@ -69,12 +69,14 @@ def test_prv_accountant_pure_dp_rdp_is_below_randomized_response():
 def test_autodp_pure_dp_rdp_is_exact_except_near_zero(x64):
     """``autodp.puredp_to_rdp`` is the RR value (least slack 1) for moderate ε, but its
     cancellation (``log`` of a difference of ``sinh``) makes it negative for small ε: at
-    ε = 1e-9 it claims D_2 ≤ −5.4e-8, far beyond the 1e-12 absolute tolerance."""
+    ε ≈ 1e-9 it claims D_2 ≤ −5e-8 at some levels, far beyond the 1e-12 absolute tolerance."""
     relation = registry.get("autodp.puredp_to_rdp.a2")
     cert = certify.envelope(relation, np.array([0.01, 1.0, 3.0]), 0.0, n=2)
     np.testing.assert_allclose(cert.min_slack, 1.0, rtol=1e-6)
-    result = relation.check(families.randomized_response(1e-9))
-    assert bool(result.violated) and float(result.bound) < -1e-8 < 0 < float(result.conclusion)
+    result = relation.check(families.randomized_response(np.logspace(-9.5, -8.5, 40)))
+    bad = result.violated
+    assert bad.sum() >= 5  # the error is erratic in ε: many, not all, levels fail
+    assert (result.bound[bad] < 0).all() and result.bound.min() < -1e-8
 
 
 SMALL = dataclasses.replace(audit.BUDGETS["quick"], name="small-test", sweep_count=2048,
