@@ -73,10 +73,10 @@ def test_autodp_pure_dp_rdp_is_exact_except_near_zero(x64):
     relation = registry.get("autodp.puredp_to_rdp.a2")
     cert = certify.envelope(relation, np.array([0.01, 1.0, 3.0]), 0.0, n=2)
     np.testing.assert_allclose(cert.min_slack, 1.0, rtol=1e-6)
-    result = relation.check(families.randomized_response(np.logspace(-9.5, -8.5, 40)))
+    result = relation.check(families.randomized_response(np.logspace(-10, -6, 200)))
     bad = result.violated
-    assert bad.sum() >= 5  # the error is erratic in ε: many, not all, levels fail
-    assert (result.bound[bad] < 0).all() and result.bound.min() < -1e-8
+    assert bad.sum() >= 3  # the error is erratic in ε: some levels fail, not all
+    assert (result.bound[bad] < 0).all() and result.bound.min() < -1e-9
 
 
 SMALL = dataclasses.replace(audit.BUDGETS["quick"], name="small-test", sweep_count=2048,
