@@ -702,7 +702,9 @@ def get(relation_id: str):
     for rid, relation in REGISTRY.items():
         if _lookup_key(rid) == key:
             return relation
-    raise InputError(f"unknown relation {relation_id!r}; registered: {', '.join(REGISTRY)}")
+    hint = _optional_hint(str(relation_id))
+    raise InputError(hint or f"unknown relation {relation_id!r}; registered: "
+                     f"{', '.join(REGISTRY)}")
 
 
 def notion(key: str) -> Notion:
