@@ -134,8 +134,13 @@ def test_r6_holds_below_the_crossover_for_the_extreme_witness(xi):
 
 
 def test_r6_needs_its_options():
+    # Relation.check evaluates at the relation's own options (R6: μ = 0, α = 1, d_true = 0)
+    own = relations.get("R6").check(r6_witness(0.5))
+    given = relations.get("R6").check(r6_witness(0.5), mu=0.0, alpha=1.0, d_true=0)
+    assert own.slack == given.slack
+    # the registry's check takes only what it is given
     with pytest.raises(InputError, match="needs 'd_true'"):
-        relations.get("R6").check(r6_witness(0.5), mu=0.0, alpha=1.0)
+        relations.check(relations.get("R6"), r6_witness(0.5), mu=0.0, alpha=1.0)
     with pytest.raises(InputError, match="need output values"):
         relations.get("R6").check(families.randomized_response(0.5), mu=0.0, alpha=1.0, d_true=0)
 
