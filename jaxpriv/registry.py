@@ -600,8 +600,9 @@ def level(key: str, mech: Mechanism, **params: Any):
     if record.needs_records and mech.records is None:
         raise InputError(f"notion {key!r} is defined on databases: the mechanism needs a "
                          "records layout")
-    with jax.enable_x64(True):
-        return np.asarray(record.evaluate(mech.astype(jnp.float64), params))
+    with jax.enable_x64(True):  # compiled: op by op, iterative notions take seconds
+        return np.asarray(jax.jit(lambda m: record.evaluate(m, params))(
+            mech.astype(jnp.float64)))
 
 
 # --------------------------------------------------------------------------------------------

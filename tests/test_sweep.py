@@ -186,7 +186,7 @@ def test_existing_run_directory_needs_resume(tmp_path, capsys):
 
 
 def test_sweep_all_writes_one_directory_per_relation(tmp_path, capsys):
-    code = cli.main(["sweep", "--relation", "all", "--n", "3", "--m", "2", "--count", "3000",
+    code = cli.main(["sweep", "--relation", "R*,D1", "--n", "3", "--m", "2", "--count", "3000",
                      "--out", str(tmp_path), "--quiet"])
     violated = []
     for rid in ("R1", "R2", "R3", "R4", "R5", "R6"):
