@@ -59,24 +59,22 @@ def library_bound(conversion: adapters.Conversion):
 
     def bound(x, *p):
         x = jnp.asarray(x)
-        if x.dtype != jnp.float64:
-            shape = jax.ShapeDtypeStruct(x.shape, x.dtype)
-            return jax.pure_callback(lambda v: host(v).astype(shape.dtype), shape, x,
-                                     vmap_method="expand_dims")
-        # float64 crosses to the host as its bits: JAX hands a callback its arguments converted
-        # to the calling thread's default width, which is float32 where x64 was enabled only
+        dtype = np.dtype(x.dtype)
+        wide = dtype.itemsize == 8
+        # the premise crosses to the host as its bits: JAX hands a callback its arguments
+        # converted to the calling thread's default width, float32 where x64 was enabled only
         # by a context manager (the premise would be rounded before the library sees it)
-        bits = jax.lax.bitcast_convert_type(x, jnp.uint32)  # (..., 2)
-        shape = jax.ShapeDtypeStruct(bits.shape, jnp.uint32)
+        bits = jax.lax.bitcast_convert_type(x, jnp.uint32)  # (..., 2) for float64
 
         def on_bits(b):
             b = np.ascontiguousarray(np.asarray(b, dtype=np.uint32))
-            value = host(b.view(np.float64).reshape(b.shape[:-1]))
-            return np.ascontiguousarray(value.astype(np.float64)).reshape(
-                *value.shape, 1).view(np.uint32)
+            levels = b.view(dtype).reshape(b.shape[:-1]) if wide else b.view(dtype)
+            value = np.array(host(levels), dtype=dtype, order="C")  # (0-d stays 0-d)
+            return (value.reshape(*value.shape, 1) if wide else value).view(np.uint32)
 
-        out = jax.pure_callback(on_bits, shape, bits, vmap_method="expand_dims")
-        return jax.lax.bitcast_convert_type(out, jnp.float64)
+        out = jax.pure_callback(on_bits, jax.ShapeDtypeStruct(bits.shape, jnp.uint32), bits,
+                                vmap_method="expand_dims")
+        return jax.lax.bitcast_convert_type(out, dtype)
 
     bound.__name__ = conversion.id
     return bound

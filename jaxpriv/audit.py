@@ -37,8 +37,6 @@ import time
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxpriv import certify, io, registry, report, runstate
@@ -519,14 +517,10 @@ def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
                                 r=search_config.r or None, prior=search_config.setup.prior,
                                 options=search_config.options)
         if cert is not None:
-            with jax.enable_x64(True):
-                bound = np.broadcast_to(np.asarray(relation.bound(
-                    jnp.asarray(premise, jnp.float64), jnp.asarray(param, jnp.float64))),
-                    premise.shape)
             # a certified violation is judged like a witness: by more than the tolerance
             # (a ratio certificate, NaN conclusion, by its least slack)
             over = np.where(np.isnan(cert.conclusion), cert.min_slack < 1 - registry.RTOL,
-                            cert.conclusion > bound * (1 + registry.RTOL) + registry.ATOL)
+                            cert.conclusion > cert.bound * (1 + registry.RTOL) + registry.ATOL)
             i = int(np.argmin(cert.min_slack))
             certified = float(cert.min_slack[i])
             certified_over = bool(np.any(over))

@@ -89,7 +89,8 @@ def envelope(relation, x, eps=0.0, *, n: int, r: int | None = None, prior: str |
             upper = jnp.broadcast_to(jnp.asarray(upper, jnp.float64), x.shape)
             lower = _least_slack(bound, upper)
         return Certificate(np.asarray(sup), np.asarray(min_slack), relation.proof,
-                           np.asarray(upper), np.asarray(lower))
+                           np.asarray(upper), np.asarray(lower),
+                           np.broadcast_to(np.asarray(bound, np.float64), x.shape))
 
 
 def _least_slack(bound, sup):

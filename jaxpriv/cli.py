@@ -298,8 +298,6 @@ def evaluate_notions(mech, extras: dict[str, Any]) -> dict[str, Any]:
     file's values for parameters without a default), and its details at the file's parameters:
     notions that need what the file lacks (a records layout, output values, a required
     parameter) are left out."""
-    import jax
-
     from jaxpriv import registry
 
     mech = mech.astype(np.float64)
@@ -311,9 +309,8 @@ def evaluate_notions(mech, extras: dict[str, Any]) -> dict[str, Any]:
                  if extras.get(name) is not None}
         required = {name: value for name, value in given.items()
                     if notion.params[name] is registry.REQUIRED}
-        try:  # compiled: op by op, the iterative notions (zCDP's scan over α) take seconds
-            result[key] = _plain(jax.jit(lambda m, notion=notion, required=required:
-                                         notion.evaluate(m, required))(mech))
+        try:
+            result[key] = _plain(registry.level(key, mech, **required))
         except InputError:
             pass
         if notion.details is not None:

@@ -296,12 +296,13 @@ for _e in EPSILONS:
                          "Cor. 13"),),
          premise="zcdp", conclusion="delta", options={"epsilon": _e}, bound=_d9_bound(_e))
 for _e in EPSILONS:
+    _bound10 = _d10_bound(_e)
     _add(id=instance_id("D10", epsilon=_e),
          statement=f"μ-GDP ⇒ δ(ε) ≤ Φ(−ε/μ+μ/2) − e^ε Φ(−ε/μ−μ/2) at ε = {_e:g}",
          sources=(Source("Dong, Roth, Su 2022 (JRSS-B), arXiv 1905.02383",
                          "Cor. 2.13 (Cor. 1 in the journal version)"),),
-         premise="gdp", conclusion="delta", options={"epsilon": _e}, bound=_d10_bound(_e),
-         certificate=_bound_is_envelope(_d10_bound(_e)), proof=CERTIFIED)
+         premise="gdp", conclusion="delta", options={"epsilon": _e}, bound=_bound10,
+         certificate=_bound_is_envelope(_bound10), proof=CERTIFIED)
 _add(id="D11", statement="KL ≤ x ⇒ TV ≤ sqrt(x/2) (Pinsker)",
      sources=(Source("Pinsker 1964; Csiszár 1967"),), premise="kl", conclusion="tv",
      bound=lambda x, *p: jnp.sqrt(0.5 * x))

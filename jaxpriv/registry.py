@@ -303,6 +303,7 @@ class Certificate(NamedTuple):
       upper: the bracket's upper end of the envelope (equal to ``conclusion`` where exact).
       min_slack_lower: the least slack's certified lower end (``f/upper``; = ``min_slack``
         where exact).
+      bound: the claimed bound ``f(x, ε)`` at the same points.
     """
 
     conclusion: np.ndarray
@@ -310,6 +311,7 @@ class Certificate(NamedTuple):
     source: str
     upper: np.ndarray | None = None
     min_slack_lower: np.ndarray | None = None
+    bound: np.ndarray | None = None
 
     @property
     def exact(self) -> np.ndarray:
@@ -737,13 +739,11 @@ def select(pattern: str | None) -> list[str]:
                                  f"registered: {', '.join(REGISTRY)}")
             chosen += matched
         else:
-            family = [rid for rid in REGISTRY if _lookup_key(rid).startswith(
-                _lookup_key(part) + ".")] if _lookup_key(part) not in map(_lookup_key, REGISTRY) \
-                else []
-            if not family and _lookup_key(part) not in map(_lookup_key, REGISTRY) and \
-                    _optional_hint(part):
-                raise InputError(_optional_hint(part))
-            chosen += family or [get(part).id]
+            key = _lookup_key(part)
+            registered = any(_lookup_key(rid) == key for rid in REGISTRY)
+            family = [] if registered else [
+                rid for rid in REGISTRY if _lookup_key(rid).startswith(key + ".")]
+            chosen += family or [get(part).id]  # get names the extra for an optional id
     return list(dict.fromkeys(chosen))
 
 
