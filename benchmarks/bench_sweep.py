@@ -8,6 +8,13 @@ for the sweep as shipped (fused screening kernel where it covers the relation) a
 run, with the reference notions; also times the sampler alone (sharded and compiled as the
 sweep shards and compiles it: :func:`jaxpriv.fused.compiler_options`). On a CPU the process is split into
 ``--cpu-devices`` JAX devices (default: one per core), as ``jaxpriv sweep`` does.
+
+Two baselines in the same run, for the relations the fused screen covers: the **screen alone**
+(LDP + MBP + record-law ABP of pre-drawn mechanisms, sharded and compiled as in
+``bench_kernels.py``) and a **vectorized NumPy float64 sweep** that samples too (Dirichlet rows
+with a log-uniform concentration per mechanism, Dirichlet priors, the three levels as in
+``bench_kernels.numpy_core``, and a binned envelope of ABP over MBP), chunk by chunk like the
+sweep. Ratios: sweep / screen and sweep / NumPy.
 """
 
 from __future__ import annotations
@@ -15,6 +22,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
+import sys
 import time
 
 import jax
@@ -23,6 +32,58 @@ import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
 from jaxpriv import fused, registry, samplers, sweep
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_kernels import fused_core, numpy_core, sharded  # noqa: E402
+
+
+def cpu_name() -> str:
+    """The CPU's model name and widest vector extension (figures differ between machines)."""
+    name, flags = platform.processor() or "unknown CPU", ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and name in ("", "unknown CPU", "x86_64"):
+                    name = line.split(":", 1)[1].strip()
+                if line.startswith("flags"):
+                    flags = line
+    except OSError:
+        pass
+    vector = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+    return f"{os.cpu_count()}-core {name} ({vector})"
+
+
+def screen_rate(n, batch=200_000, repeats=3):
+    """The fused screen alone on pre-drawn mechanisms (as bench_kernels.py measures it)."""
+    rng = np.random.default_rng(0)
+    log_K = jnp.asarray(np.log(rng.dirichlet(np.ones(n), size=(batch, n))), jnp.float32)
+    log_prior = jnp.asarray(np.log(rng.dirichlet(np.ones(n), size=batch)), jnp.float32)
+    fast, sharding = sharded(lambda k, p: fused_core(k, p), fused.compiler_options(n, n))
+    log_K, log_prior = jax.device_put(log_K, sharding), jax.device_put(log_prior, sharding)
+    jax.block_until_ready(fast(log_K, log_prior))
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(fast(log_K, log_prior))
+        best = min(best, time.perf_counter() - start)
+    return batch / best
+
+
+def numpy_sweep_rate(n, count=200_000, chunk=25_000, bins=40, x_max=10.0, seed=0):
+    """A vectorized NumPy float64 sweep, sampling included: mechanisms/s."""
+    rng = np.random.default_rng(seed)
+    envelope = np.full(bins, -np.inf)
+    start = time.perf_counter()
+    for _ in range(count // chunk):
+        alpha = np.exp(rng.uniform(np.log(1e-2), np.log(1e2), (chunk, 1, 1)))
+        gamma = rng.standard_gamma(np.broadcast_to(alpha, (chunk, n, n)))
+        K = np.maximum(gamma, 1e-300)
+        K /= K.sum(-1, keepdims=True)
+        prior = rng.dirichlet(np.ones(n), size=chunk)
+        _, mbp, abp = numpy_core(K, prior)
+        cell = np.clip((mbp / x_max * bins).astype(np.int64), 0, bins - 1)
+        np.maximum.at(envelope, cell[mbp <= x_max], abp[mbp <= x_max])
+    return (count // chunk) * chunk / (time.perf_counter() - start)
 
 
 def steady_rate(config, use_fused):
@@ -71,7 +132,11 @@ def main():
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
     jax.config.update("jax_num_cpu_devices", args.cpu_devices)
-    print(f"devices: {jax.devices()}; n = m = {args.n}")
+    print(f"{cpu_name()}; devices: {jax.devices()}; n = m = {args.n}")
+    screen = screen_rate(args.n)
+    numpy_rate = numpy_sweep_rate(args.n)
+    print(f"fused screen alone {screen:,.0f} mech/s; NumPy float64 sweep (sampling included) "
+          f"{numpy_rate:,.0f} mech/s")
     rows = []
     for rid in args.relations:
         config = sweep.make_config(rid, args.n, args.n, args.count, chunk=args.chunk)
@@ -80,14 +145,18 @@ def main():
                "sweep_per_s": steady_rate(config, None),
                "reference_notions_per_s": steady_rate(config, False),
                "sampler_per_s": sampler_rate(config, sweep.sampler_spec(config))}
+        row["sweep_over_screen"] = row["sweep_per_s"] / screen
+        row["sweep_over_numpy"] = row["sweep_per_s"] / numpy_rate
         rows.append(row)
         print(f"{rid}: sweep {row['sweep_per_s']:,.0f} mech/s (fused screen: {relation_fused}); "
               f"with the reference notions {row['reference_notions_per_s']:,.0f}/s; "
-              f"sampler alone {row['sampler_per_s']:,.0f}/s")
+              f"sampler alone {row['sampler_per_s']:,.0f}/s; sweep/screen "
+              f"{row['sweep_over_screen']:.2f}, sweep/NumPy {row['sweep_over_numpy']:.1f}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"devices": [str(d) for d in jax.devices()], "n": args.n, "rows": rows,
-                       "jax": jax.__version__}, f, indent=1)
+            json.dump({"cpu": cpu_name(), "devices": [str(d) for d in jax.devices()],
+                       "n": args.n, "screen_per_s": screen, "numpy_sweep_per_s": numpy_rate,
+                       "rows": rows, "jax": jax.__version__}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from jaxpriv import certify, io, registry, report, runstate
+from jaxpriv import certify, group, io, registry, report, runstate
 from jaxpriv.errors import InputError
 
 TIGHT_SLACK = 1.01
@@ -202,10 +202,12 @@ def run_task(task: Task, out: Path, progress: bool = True) -> str:
     directory = runstate.writable_directory(run_dir(out, task))
     with runstate.lock(directory, f"audit {task.kind} {task.relation}"):
         # decided under the lock: a worker of a killed audit may still write its last chunk
-        if _finished(directory, task.config):
+        # in a process group the writer's directory decides for every process
+        if group.agree(_finished(directory, task.config)):
             return "done"
         checkpoint = checkpoint_file(task.config)
-        resume = checkpoint is not None and io.has_checkpoint(directory / checkpoint)
+        resume = checkpoint is not None and bool(group.agree(
+            io.has_checkpoint(directory / checkpoint)))
         if task.kind == "sweep":
             sweep.run(task.config, directory, resume=resume, progress=progress,
                       write=report.write_sweep)

@@ -119,11 +119,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="run directory (one sub-directory per "
                    "relation with --relation all)")
     p.add_argument("--resume", action="store_true", help="continue a killed run in --out")
-    p.add_argument("--distributed", action="store_true",
-                   help="call jax.distributed.initialize() first (multi-host runs)")
     p.add_argument("--cpu-devices", type=int, default=None,
                    help="on a CPU, split it into this many JAX devices so every core works "
                         "(default: the number of cores; results do not depend on it)")
+    _group_flags(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
     p = sub.add_parser("search", help="optax search for the mechanisms closest to (or "
@@ -156,6 +155,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue a killed run in --out")
     p.add_argument("--cpu-devices", type=int, default=None,
                    help="on a CPU, split it into this many JAX devices (default: one per core)")
+    _group_flags(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
     p = sub.add_parser("audit", help="sweep, search and certify every relation; write a "
@@ -174,6 +174,7 @@ def _parser() -> argparse.ArgumentParser:
                         "CPU core; 1 on a GPU); results do not depend on it")
     p.add_argument("--cpu-devices", type=int, default=None,
                    help="on a CPU, split it into this many JAX devices (default: one per core)")
+    _group_flags(p)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
     p = sub.add_parser("show", help="print a witness file's levels and re-check its relation")
@@ -186,6 +187,29 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("notions", help="list the registered notions")
     p.add_argument("--json", action="store_true", help="print JSON")
     return parser
+
+
+def _group_flags(p) -> None:
+    """The process-group flags of ``sweep``, ``search`` and ``audit`` (:mod:`jaxpriv.group`)."""
+    g = p.add_argument_group(
+        "process groups", "run one command over several processes or hosts: start the same "
+        "command on each, with the same --coordinator and --num-processes and its own "
+        "--process-id (or JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID); process 0 "
+        "writes --out")
+    g.add_argument("--coordinator", metavar="HOST:PORT", default=None,
+                   help="address of process 0, reachable from every process")
+    g.add_argument("--num-processes", type=int, default=None, metavar="N",
+                   help="processes in the group")
+    g.add_argument("--process-id", type=int, default=None, metavar="I",
+                   help="this process, 0 .. N-1 (0 writes the run directory)")
+    g.add_argument("--coordinator-timeout", type=_finite, default=120.0, metavar="SECONDS",
+                   help="how long to wait for the whole group to join (default 120)")
+    g.add_argument("--distributed", action="store_true", help=argparse.SUPPRESS)
+
+
+GROUP_LOCAL = ("process_id", "out", "cpu_devices", "quiet", "coordinator_timeout",
+               "distributed", "coordinator")
+"""Settings that may differ between the processes of a group; the rest must agree."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -440,18 +464,9 @@ def _print_check(relation, s: dict[str, Any]) -> None:
 
 
 def _sweep(args) -> int:
-    import jax
-
     from jaxpriv import registry, sweep
 
-    _start_jax(args.cpu_devices)
-    if args.distributed:
-        try:
-            jax.distributed.initialize()
-        except Exception as error:  # noqa: BLE001 - JAX's message, on one line
-            raise InputError(f"--distributed: cannot join the process group "
-                             f"({type(error).__name__}: {error}); see the README's multi-host "
-                             "section") from None
+    _start_jax(args.cpu_devices, args)
     if args.bins < 1:
         raise InputError(f"--bins must be >= 1, got {args.bins}")
     ids = _relation_ids(args.relation)
@@ -495,7 +510,7 @@ def _sweep_runs(args, configs) -> int:
 def _search(args) -> int:
     from jaxpriv import registry, search
 
-    _start_jax(args.cpu_devices)
+    _start_jax(args.cpu_devices, args)
     grid = search.parse_grid(args.grid or "0.05:3:60")
     ids = _relation_ids(args.relation)
     configs = []
@@ -588,9 +603,9 @@ def _grid_for(relation, grid, given: bool, alone: bool):
 
 
 def _audit(args) -> int:
-    from jaxpriv import audit, report, runstate
+    from jaxpriv import audit, group, report, runstate
 
-    _start_jax(args.cpu_devices)
+    _start_jax(args.cpu_devices, args)
     spend = audit.budget(args.budget)
     if args.memory_mb <= 0:
         raise InputError(f"--memory-mb must be positive, got {args.memory_mb}")
@@ -600,6 +615,8 @@ def _audit(args) -> int:
     runstate.writable_directory(args.out)
     print(f"jaxpriv audit: budget {spend.name}, {len(ids)} relations -> {args.out}")
     workers = audit.default_workers() if args.workers is None else args.workers
+    if group.size() > 1:
+        workers = 1  # a group runs one relation at a time, all processes together
     summary = audit.run(spend, ids, args.out, seed=args.seed, progress=not args.quiet,
                         memory_mb=args.memory_mb, workers=workers)
     width = max([4] + [len(v["relation"]) for v in summary["relations"]])
@@ -647,19 +664,20 @@ def _runs(args, configs):
     """``(config, run directory, resume?)`` per run: one sub-directory per relation when there
     are several; with ``--resume``, a relation the killed run never reached starts afresh (and
     a finished run without a checkpoint, a statistical search, is not run again)."""
-    from jaxpriv import io
+    from jaxpriv import group, io
     from jaxpriv.audit import checkpoint_file
 
     out = Path(args.out)
     for config in configs:
         run_dir = out / config.relation if len(configs) > 1 else out
         checkpoint = checkpoint_file(config)
+        # what is on disk is the writer's to say, in a process group (jaxpriv.group)
         if checkpoint is None:
-            if not (args.resume and (run_dir / "summary.json").exists()):
+            if not group.agree(args.resume and (run_dir / "summary.json").exists()):
                 yield config, run_dir, False
             continue
-        resume = args.resume and (len(configs) == 1 or
-                                  io.has_checkpoint(run_dir / checkpoint))
+        resume = args.resume and bool(group.agree(len(configs) == 1 or
+                                                  io.has_checkpoint(run_dir / checkpoint)))
         yield config, run_dir, resume
 
 
@@ -699,16 +717,58 @@ def cache_directory() -> Path | None:
     return native.cache_root() / COMPILATION_CACHE
 
 
-def _start_jax(devices: int | None) -> None:
-    """Before JAX runs anything: one device per CPU core (:func:`_use_cpu_cores`) and the
+def _start_jax(devices: int | None, args=None) -> None:
+    """Before JAX runs anything: one device per CPU core (:func:`_use_cpu_cores`), the
     persistent compilation cache at :func:`cache_directory` (also for the audit's worker
     processes, through the environment they inherit; a directory that cannot be created is a
-    note, and the run compiles as usual)."""
+    note, and the run compiles as usual), and the process group ``args`` names, if any
+    (:func:`_join_group`)."""
+    _use_cpu_cores(devices)
+    _use_compilation_cache()
+    if args is not None:
+        _join_group(args)
+
+
+def _join_group(args) -> None:
+    """Join the process group the flags or the environment name (:mod:`jaxpriv.group`); every
+    setting but :data:`GROUP_LOCAL` must agree across it. A process other than the writer runs
+    quietly, into a scratch directory of its own."""
+    import os
+
+    from jaxpriv import group
+
+    found = group.settings(args.coordinator, args.num_processes, args.process_id,
+                           args.coordinator_timeout)
+    if found is None:
+        if args.distributed:
+            raise InputError("--distributed needs a process group: give --coordinator HOST:PORT "
+                             "--num-processes N --process-id I (or JAX_COORDINATOR_ADDRESS, "
+                             "JAX_NUM_PROCESSES, JAX_PROCESS_ID)")
+        return
+    from jaxpriv import __version__
+
+    shared = {k: v for k, v in sorted(vars(args).items()) if k not in GROUP_LOCAL}
+    group.join(found, json.dumps({"jaxpriv": __version__, **shared}, default=str))
+    # the collectives library prints to the process's stdout itself: that goes to stderr (the
+    # writer) or nowhere (the others), while Python's own output keeps the real stdout
+    sys.stdout.flush()
+    kept = os.dup(1)
+    os.dup2(2 if found.rank == 0 else os.open(os.devnull, os.O_WRONLY), 1)
+    sys.stdout = open(kept if found.rank == 0 else os.devnull, "w",  # noqa: SIM115
+                      buffering=1)
+    if found.rank != 0:
+        args.out = str(group.scratch() / "out")
+        args.quiet = True
+        print(f"jaxpriv: process {found.rank} of {found.size} joined the group at "
+              f"{found.address}; process 0 prints and writes the results", file=sys.stderr)
+
+
+def _use_compilation_cache() -> None:
+    """JAX's persistent compilation cache at :func:`cache_directory`, unless turned off."""
     import os
 
     import jax
 
-    _use_cpu_cores(devices)
     path = cache_directory()
     if path is None:
         return

@@ -55,7 +55,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from jax.sharding import Mesh, PartitionSpec
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxpriv import catalog, certify, io, registry, retractions, runstate, statistical_audit
 from jaxpriv.errors import InputError
@@ -457,7 +457,7 @@ def initial_params(config: SearchConfig, dtype=jnp.float32) -> Params:
 
 def make_segment(config: SearchConfig, optimizer: optax.GradientTransformation):
     """The jitted ``state -> state`` that runs ``config.segment`` optimizer steps on every restart
-    of every grid point (restarts sharded over the local devices)."""
+    of every grid point (restarts sharded over the devices — every process's, in a group)."""
     relation = registry.get(config.relation)
     setup = config.setup
     options = config.options
@@ -508,7 +508,10 @@ def make_segment(config: SearchConfig, optimizer: optax.GradientTransformation):
         return SearchState(params, opt_state, best_params, best_score,
                            state.step + config.segment)
 
-    return jax.jit(segment, donate_argnums=0)
+    # the state comes back whole on every device (and every process of a group), for the host
+    # side's checkpoints and re-checks; the next segment takes each device's share of it
+    whole = NamedSharding(mesh, PartitionSpec())
+    return jax.jit(segment, donate_argnums=0, in_shardings=whole, out_shardings=whole)
 
 
 def _explore(config: SearchConfig, state: SearchState) -> SearchState:

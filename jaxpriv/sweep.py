@@ -29,7 +29,7 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, PartitionSpec
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxpriv import fused, io, registry, runstate, samplers, statistical_audit
 from jaxpriv.errors import InputError
@@ -315,7 +315,9 @@ def make_step(config: SweepConfig, relation=None,
         return SweepState(envelope, worst, counts, evaluated), candidates
 
     xla_options = fused.compiler_options(config.n, config.m) if screen_fused else None
-    return jax.jit(step, donate_argnums=0, compiler_options=xla_options)
+    # state and candidates whole on every device (and every process of a group)
+    return jax.jit(step, donate_argnums=0, compiler_options=xla_options,
+                   out_shardings=NamedSharding(mesh, PartitionSpec()))
 
 
 # --------------------------------------------------------------------------------------------

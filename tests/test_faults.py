@@ -535,7 +535,7 @@ def no_work(monkeypatch, tmp_path):
     return started
 
 
-@settings(max_examples=250 * FUZZ, deadline=None,
+@settings(max_examples=150 * FUZZ, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(argv=argument_lists())
 def test_random_argument_lists_never_show_a_traceback(argv, hostile_files, no_work, capsys):
@@ -571,7 +571,7 @@ JSON_VALUES = st.recursive(
     max_leaves=6)
 
 
-@settings(max_examples=120 * FUZZ, deadline=None,
+@settings(max_examples=60 * FUZZ, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(edits=st.dictionaries(st.sampled_from(sorted(WITNESS) + ["records", "values", "law",
                                                                 "T", "kappa1", "kappa2"]),
@@ -617,7 +617,7 @@ def small_runs(draw):
     return argv + (["--resume"] if draw(st.integers(0, 5)) == 0 else [])
 
 
-@settings(max_examples=10 * FUZZ, deadline=None,
+@settings(max_examples=6 * FUZZ, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(argv=small_runs())
 def test_random_small_runs_finish_or_fail_in_one_line(argv, tmp_path_factory, capsys):
