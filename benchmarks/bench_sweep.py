@@ -1,7 +1,7 @@
 """End-to-end sweep throughput (sample + evaluate + accumulate), per relation.
 
 Usage: python benchmarks/bench_sweep.py [--relations R1 R5] [--n 8] [--count 1000000]
-    [--chunk 65536] [--cpu-devices N] [--json results.json]
+    [--chunk 65536] [--k 2 --r 3] [--cpu-devices N] [--json results.json]
 
 Times the chunk steps after one warm-up (compile) step, so the figure is the steady-state rate,
 for the sweep as shipped (fused screening kernel where it covers the relation) and, in the same
@@ -86,8 +86,8 @@ def numpy_sweep_rate(n, count=200_000, chunk=25_000, bins=40, x_max=10.0, seed=0
     return (count // chunk) * chunk / (time.perf_counter() - start)
 
 
-def steady_rate(config, use_fused):
-    step = sweep.make_step(config, use_fused=use_fused)
+def steady_rate(config, use_fused, sampler="auto"):
+    step = sweep.make_step(config, use_fused=use_fused, sampler=sampler)
     state = sweep.initial_state(config)
     for i in range(2):  # the second call compiles again: the state now carries its sharding
         state, _ = step(state, jnp.int32(i))
@@ -99,14 +99,15 @@ def steady_rate(config, use_fused):
     return (config.chunks - 2) * config.chunk / (time.perf_counter() - start)
 
 
-def sampler_rate(config, spec):
+def sampler_rate(config, spec, kernel="auto"):
     """The sampler alone, its blocks sharded over every device as the sweep shards them."""
     mesh = Mesh(np.array(jax.devices()), ("batch",))
     base_key = jax.random.key(config.seed)
 
     def device_blocks(block_indices):
         return jax.lax.map(lambda i: samplers.sample(jax.random.fold_in(base_key, i),
-                                                     config.block, spec).log_K.sum(),
+                                                     config.block, spec,
+                                                     kernel).log_K.sum(),
                            block_indices)
     blocks = jax.shard_map(device_blocks, mesh=mesh, in_specs=PartitionSpec("batch"),
                            out_specs=PartitionSpec("batch"))
@@ -129,6 +130,10 @@ def main():
     parser.add_argument("--count", type=int, default=1_000_000)
     parser.add_argument("--chunk", type=int, default=65_536)
     parser.add_argument("--cpu-devices", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--k", type=int, default=2, help="database relations: values per "
+                        "record (n = k^r secrets; default 2)")
+    parser.add_argument("--r", type=int, default=3, help="database relations: records "
+                        "(default 3)")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
     jax.config.update("jax_num_cpu_devices", args.cpu_devices)
@@ -139,18 +144,23 @@ def main():
           f"{numpy_rate:,.0f} mech/s")
     rows = []
     for rid in args.relations:
-        config = sweep.make_config(rid, args.n, args.n, args.count, chunk=args.chunk)
+        layout = dict(k=args.k, r=args.r) if registry.get(rid).needs_records else {}
+        config = sweep.make_config(rid, args.n, args.n, args.count, chunk=args.chunk, **layout)
         relation_fused = sweep.uses_fused_kernel(registry.get(rid))
         row = {"relation": rid, "fused": relation_fused,
                "sweep_per_s": steady_rate(config, None),
+               "sweep_xla_sampler_per_s": steady_rate(config, None, "xla"),
                "reference_notions_per_s": steady_rate(config, False),
-               "sampler_per_s": sampler_rate(config, sweep.sampler_spec(config))}
+               "sampler_per_s": sampler_rate(config, sweep.sampler_spec(config)),
+               "xla_sampler_per_s": sampler_rate(config, sweep.sampler_spec(config), "xla")}
         row["sweep_over_screen"] = row["sweep_per_s"] / screen
         row["sweep_over_numpy"] = row["sweep_per_s"] / numpy_rate
         rows.append(row)
         print(f"{rid}: sweep {row['sweep_per_s']:,.0f} mech/s (fused screen: {relation_fused}); "
+              f"with JAX's sampler {row['sweep_xla_sampler_per_s']:,.0f}/s; "
               f"with the reference notions {row['reference_notions_per_s']:,.0f}/s; "
-              f"sampler alone {row['sampler_per_s']:,.0f}/s; sweep/screen "
+              f"sampler alone {row['sampler_per_s']:,.0f}/s (JAX's "
+              f"{row['xla_sampler_per_s']:,.0f}/s); sweep/screen "
               f"{row['sweep_over_screen']:.2f}, sweep/NumPy {row['sweep_over_numpy']:.1f}")
     if args.json:
         with open(args.json, "w") as f:

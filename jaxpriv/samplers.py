@@ -141,16 +141,27 @@ def _normalize_rows(log_w):
     return log_w - logsumexp(log_w, axis=-1, keepdims=True)
 
 
-def sample_log_K(key: PRNGKeyArray, count: int, n: int, m: int, sparse_fraction: float = 0.15
-                 ) -> Float[Array, "count n m"]:
+def sample_log_K(key: PRNGKeyArray, count: int, n: int, m: int, sparse_fraction: float = 0.15,
+                 kernel: str = "xla") -> Float[Array, "count n m"]:
     """``count`` random ``log K`` of shape ``(n, m)`` from the mixture described above.
 
     Two random numbers per entry serve every kind: a normal ``z`` (the Gaussian logits, and the
     Wilson–Hilferty variate of the Dirichlet-like rows) and a uniform ``u`` (the Dirichlet-like
     rows' ``U^{1/α}``, and the sparsity mask ``u < rate`` — which, for Dirichlet-like rows, drops
     mostly their smallest entries). Rows are normalized once, after the mask.
+
+    ``kernel="native"`` draws the same mixture from the same random words with
+    :func:`jaxpriv.native.sample_log_K` (float32 on a CPU; every choice and mask identical,
+    values equal to float32 rounding); ``"auto"`` uses it where :func:`native_sampler_applies`.
     """
     keys = jax.random.split(key, 8)
+    if kernel == "native" or (kernel == "auto" and native_sampler_applies()):
+        from jaxpriv import native
+
+        seeds = jnp.stack([jax.random.bits(k, (2,), jnp.uint32) for k in keys])
+        return native.sample_log_K(seeds, count, n, m, sparse_fraction)
+    if kernel not in ("xla", "auto"):
+        raise ValueError(f"kernel must be 'xla', 'native' or 'auto', got {kernel!r}")
     kind = jnp.floor(uniform(keys[0], (count, 1, 1), 0.0, 3.0))
     z = normal(keys[1], (count, n, m))
     u = uniform(keys[2], (count, n, m))
@@ -167,6 +178,15 @@ def sample_log_K(key: PRNGKeyArray, count: int, n: int, m: int, sparse_fraction:
     drop = u < uniform(keys[7], (count, 1, 1), 0.0, 0.5)
     keep = log_w >= jnp.max(log_w, axis=-1, keepdims=True)  # never empty a row
     return _normalize_rows(jnp.where(sparse & drop & ~keep, -jnp.inf, log_w))
+
+
+def native_sampler_applies() -> bool:
+    """Whether ``sample_log_K(..., kernel="auto")`` draws with the native sampler: float32 on a
+    CPU where :mod:`jaxpriv.native` is available."""
+    from jaxpriv import native
+
+    return (jax.default_backend() == "cpu" and jnp.result_type(float) == jnp.float32
+            and native.available())
 
 
 def sample_log_prior(key: PRNGKeyArray, count: int, n: int, kind: PriorKind = "dirichlet",
@@ -200,10 +220,11 @@ def _with_zeros(key: PRNGKeyArray, log_w: Float[Array, "count n"], fraction: flo
     return _normalize_rows(jnp.where(chosen & drop & ~keep, -jnp.inf, log_w))
 
 
-def sample(key: PRNGKeyArray, count: int, spec: SamplerSpec) -> Mechanism:
-    """A batch of ``count`` random mechanisms drawn per ``spec`` (dtype: JAX's default float)."""
+def sample(key: PRNGKeyArray, count: int, spec: SamplerSpec, kernel: str = "xla") -> Mechanism:
+    """A batch of ``count`` random mechanisms drawn per ``spec`` (dtype: JAX's default float);
+    ``kernel`` as in :func:`sample_log_K`."""
     k_K, k_prior, k_belief, k_values = jax.random.split(key, 4)
-    log_K = sample_log_K(k_K, count, spec.n, spec.m, spec.sparse_fraction)
+    log_K = sample_log_K(k_K, count, spec.n, spec.m, spec.sparse_fraction, kernel)
     log_prior = sample_log_prior(k_prior, count, spec.n, spec.prior, spec.eps_max)
     if spec.prior_zero_fraction > 0:
         log_prior = _with_zeros(jax.random.fold_in(k_prior, 1), log_prior,

@@ -4,7 +4,8 @@ Data flows one way: **sample** (on device, from ``fold_in(key(seed), chunk_index
 **evaluate** (float32, :func:`jaxpriv.registry.evaluate`, with the levels from the fused batch
 kernel :mod:`jaxpriv.fused` where every notion of the relation has a screen there) → **accumulate** (a binned
 envelope on device: per premise bin × parameter bin, the largest conclusion and the mechanism
-reaching it; the smallest per-mechanism slack overall; the lowest-slack candidates of the chunk) →
+reaching it; the smallest per-mechanism slack overall; the lowest-slack candidates of the chunk —
+each block reduced where it is drawn, then the blocks folded) →
 **verify** (on the host, every candidate recomputed from scratch in float64 and saved as a
 witness JSON only if the violation survives, then re-read and re-checked) → **report**.
 
@@ -15,6 +16,9 @@ Results depend on (seed, chunk size), not on the device count: each block's rand
 a counter hash of their index keyed by the block's key (:func:`jaxpriv.samplers.random_bits`),
 and the reductions are max/min with ties broken by the smallest global index. At n, m ≤ 8 the
 step is compiled with :func:`jaxpriv.fused.compiler_options` where the fused screen applies.
+On a CPU with :mod:`jaxpriv.native`, mechanisms are drawn by its sampler (the same draws to
+float32 rounding; ``make_step(..., sampler="xla")`` keeps JAX's). The mesh spans every process
+of a group (:mod:`jaxpriv.group`); state and candidates come back whole on each.
 """
 
 from __future__ import annotations
@@ -194,13 +198,17 @@ def initial_state(config: SweepConfig) -> SweepState:
 
 
 def _merge_best(best: Best, cell, score, index, mech: Mechanism, values) -> Best:
-    """Fold a chunk into ``best``: per cell the highest score, ties to the smallest index."""
-    cells = best.score.shape[0]
+    """Fold ``L`` entries into ``best``: per cell the highest score, ties to the smallest index
+    (``index`` need not be contiguous or sorted)."""
+    cells, size = best.score.shape[0], score.shape[0]
     chunk_score = jnp.full((cells,), -jnp.inf, score.dtype).at[cell].max(score)
     winner = (score == chunk_score[cell]) & (score > -jnp.inf)
     chunk_index = jnp.full((cells,), _NO_INDEX, jnp.int32).at[cell].min(
         jnp.where(winner, index, _NO_INDEX))
-    local = jnp.clip(chunk_index - index[0], 0, score.shape[0] - 1)
+    chosen = winner & (index == chunk_index[cell])
+    position = jnp.full((cells,), size, jnp.int32).at[cell].min(
+        jnp.where(chosen, jnp.arange(size, dtype=jnp.int32), size))
+    local = jnp.clip(position, 0, size - 1)
     better = (chunk_score > best.score) | ((chunk_score == best.score)
                                            & (chunk_index < best.index))
     better &= chunk_index != _NO_INDEX
@@ -211,6 +219,11 @@ def _merge_best(best: Best, cell, score, index, mech: Mechanism, values) -> Best
     return Best(pick(best.score, chunk_score), pick(best.index, chunk_index),
                 pick(best.log_K, mech.log_K[local]), pick(best.log_prior, mech.log_prior[local]),
                 pick(best.log_belief, mech.log_belief[local]), pick(best.values, values[local]))
+
+
+def _flat(tree):
+    """Blocks' results ``(B, k, ...)`` as one list ``(B·k, ...)``."""
+    return jax.tree_util.tree_map(lambda a: a.reshape((-1,) + a.shape[2:]), tree)
 
 
 class Candidates(NamedTuple):
@@ -250,11 +263,14 @@ def envelope_score(relation, conclusion, parameter):
 
 
 def make_step(config: SweepConfig, relation=None,
-              use_fused: bool | None = None):
+              use_fused: bool | None = None, sampler: str = "auto"):
     """The jitted chunk step ``(state, chunk_index) -> (state, candidates)``.
 
     ``use_fused``: screen with :mod:`jaxpriv.fused` (default: wherever it covers the relation);
     ``False`` evaluates with the reference notions (the benchmark's baseline).
+    ``sampler``: :func:`jaxpriv.samplers.sample_log_K`'s kernel — ``"auto"`` (default) draws
+    with the native sampler on a CPU where it is available (the same draws to float32
+    rounding), ``"xla"`` with JAX's.
     """
     relation = relation or registry.get(config.relation)
     spec = sampler_spec(config, relation)
@@ -264,9 +280,16 @@ def make_step(config: SweepConfig, relation=None,
     blocks_per_chunk = config.chunk // config.block
     screen_fused = uses_fused_kernel(relation, options) if use_fused is None else use_fused
 
+    candidates_per_block = min(config.candidates, config.block)
+
     def block(block_index):
-        """One block: identical shapes and program on every device, hence identical bits."""
-        mech = samplers.sample(jax.random.fold_in(base_key, block_index), config.block, spec)
+        """One block: identical shapes and program on every device, hence identical bits.
+        The block is reduced where it is drawn — its best mechanism per cell, its lowest-slack
+        mechanism and candidates, its counts — so only those leave the device loop, not the
+        block's mechanisms (the fold over blocks in :func:`step` gives what one fold over the
+        whole chunk gives: maxima, minima and top-k with ties to the smallest index)."""
+        mech = samplers.sample(jax.random.fold_in(base_key, block_index), config.block, spec,
+                               kernel=sampler)
         values = mech.values if mech.values is not None else jnp.zeros(
             (config.block, config.m), jnp.float32)
         levels = None
@@ -274,24 +297,9 @@ def make_step(config: SweepConfig, relation=None,
             levels = screened_levels(relation, fused.record_levels(mech.log_K, mech.log_prior,
                                                                    mech.log_belief))
         result = registry.evaluate(relation, mech, levels=levels, **options)
-        return (mech.log_K, mech.log_prior, mech.log_belief, values, result.premise,
-                result.parameter, result.conclusion, result.slack, result.condition_holds)
-
-    def device_blocks(block_indices):
-        out = jax.lax.map(block, block_indices)
-        return jax.tree_util.tree_map(lambda a: a.reshape((-1,) + a.shape[2:]), out)
-
-    sample_and_evaluate = jax.shard_map(device_blocks, mesh=mesh, in_specs=PartitionSpec("batch"),
-                                        out_specs=PartitionSpec("batch"))
-
-    def step(state: SweepState, chunk_index):
-        block_indices = chunk_index * blocks_per_chunk + jnp.arange(blocks_per_chunk,
-                                                                    dtype=jnp.int32)
-        (log_K, log_prior, log_belief, values, x, param, y, result_slack,
-         holds) = sample_and_evaluate(block_indices)
-        mech = Mechanism(log_K, log_prior, log_belief, values)
-        index = chunk_index * config.chunk + jnp.arange(config.chunk, dtype=jnp.int32)
-        valid = holds & (index < config.count)
+        x, param = result.premise, result.parameter
+        index = block_index * config.block + jnp.arange(config.block, dtype=jnp.int32)
+        valid = result.condition_holds & (index < config.count)
 
         x_bin = jnp.clip(jnp.floor(x / config.x_max * config.x_bins), 0, config.x_bins - 1)
         in_range = valid & (x <= config.x_max)
@@ -302,17 +310,55 @@ def make_step(config: SweepConfig, relation=None,
         else:
             p_bin = jnp.zeros_like(x_bin)
         cell = (x_bin * config.param_bins + p_bin).astype(jnp.int32)
-        envelope = _merge_best(state.envelope, cell, jnp.where(in_range, envelope_score(
-            relation, y, param), -jnp.inf), index, mech, values)
-        slack = jnp.where(valid, result_slack, jnp.inf)
-        worst = _merge_best(state.worst, jnp.zeros_like(cell), -slack, index, mech, values)
-        counts = state.cell_count.at[cell].add(in_range.astype(jnp.int32))
-        evaluated = state.evaluated + jnp.sum(valid, dtype=jnp.int32)
-
-        neg, top = jax.lax.top_k(-slack, config.candidates)
+        empty = _empty_best(config.cells, config.n, config.m)
+        envelope = _merge_best(empty, cell, jnp.where(in_range, envelope_score(
+            relation, result.conclusion, param), -jnp.inf), index, mech, values)
+        slack = jnp.where(valid, result.slack, jnp.inf)
+        worst = _merge_best(_empty_best(1, config.n, config.m), jnp.zeros_like(cell), -slack,
+                            index, mech, values)
+        counts = jnp.zeros((config.cells,), jnp.int32).at[cell].add(in_range.astype(jnp.int32))
+        neg, top = jax.lax.top_k(-slack, candidates_per_block)
         candidates = Candidates(-neg, index[top], mech.log_K[top], mech.log_prior[top],
                                 mech.log_belief[top], values[top])
-        return SweepState(envelope, worst, counts, evaluated), candidates
+        return envelope, worst, counts, jnp.sum(valid, dtype=jnp.int32), candidates
+
+    def device_blocks(block_indices):
+        return jax.lax.map(block, block_indices)
+
+    sample_and_evaluate = jax.shard_map(device_blocks, mesh=mesh, in_specs=PartitionSpec("batch"),
+                                        out_specs=PartitionSpec("batch"))
+
+    def fold(best: Best, blocks: Best) -> Best:
+        """The blocks' bests (B, cells, ...) into ``best``: cell c's entries are column c."""
+        def rows(a):  # (B, cells, ...) -> (cells, B, ...)
+            return jnp.swapaxes(a, 0, 1)
+        cells = blocks.score.shape[1]
+        top = jnp.max(rows(blocks.score), axis=1)
+        winner = (rows(blocks.score) == top[:, None]) & (rows(blocks.score) > -jnp.inf)
+        chosen_index = jnp.min(jnp.where(winner, rows(blocks.index), _NO_INDEX), axis=1)
+        which = jnp.argmax(winner & (rows(blocks.index) == chosen_index[:, None]), axis=1)
+        cell = jnp.arange(cells)
+        better = (top > best.score) | ((top == best.score) & (chosen_index < best.index))
+        better &= chosen_index != _NO_INDEX
+
+        def pick(old, new):
+            return jnp.where(better.reshape((-1,) + (1,) * (old.ndim - 1)), new[which, cell],
+                             old)
+
+        return Best(pick(best.score, blocks.score), pick(best.index, blocks.index),
+                    pick(best.log_K, blocks.log_K), pick(best.log_prior, blocks.log_prior),
+                    pick(best.log_belief, blocks.log_belief), pick(best.values, blocks.values))
+
+    def step(state: SweepState, chunk_index):
+        block_indices = chunk_index * blocks_per_chunk + jnp.arange(blocks_per_chunk,
+                                                                    dtype=jnp.int32)
+        envelope, worst, counts, evaluated, found = sample_and_evaluate(block_indices)
+        found = _flat(found)
+        neg, top = jax.lax.top_k(-found.score, config.candidates)
+        candidates = jax.tree_util.tree_map(lambda a: a[top], found)
+        return SweepState(fold(state.envelope, envelope), fold(state.worst, worst),
+                          state.cell_count + jnp.sum(counts, axis=0),
+                          state.evaluated + jnp.sum(evaluated)), candidates
 
     xla_options = fused.compiler_options(config.n, config.m) if screen_fused else None
     # state and candidates whole on every device (and every process of a group)

@@ -46,11 +46,14 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+import numpy as np
+from jaxtyping import Array, Float, UInt32
 
 SOURCE = Path(__file__).with_name("record_levels.cc")
 TARGET = "jaxpriv_record_levels"
 SYMBOL = "JaxprivRecordLevels"
+SAMPLER_TARGET = "jaxpriv_sample_log_k"
+SAMPLER_SYMBOL = "JaxprivSampleLogK"
 FLAGS = ("-std=c++17", "-O3", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared")
 """Plus ``-march=native`` by default: the library is built for the machine that runs it (the
 cache key holds the CPU's feature flags). No ``-ffast-math``: infinities are values here
@@ -110,13 +113,47 @@ def record_levels(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"]
     return _call(TARGET, *arrays)
 
 
+def sample_log_K(seeds: UInt32[Array, "8 2"], count: int, n: int, m: int,
+                 sparse_fraction: float) -> Float[Array, "count n m"]:
+    """:func:`jaxpriv.samplers.sample_log_K` by the native sampler: the same mixture, from the
+    same random words, in float32 (equal to the JAX sampler's to float32 rounding).
+
+    Args:
+      seeds: the two seed words of each of the 8 draws of ``sample_log_K``, in its order (kind,
+        z, u, concentration, scale, RR's ε, sparse, drop rate): ``jax.random.bits(k, (2,),
+        uint32)`` of ``jax.random.split(key, 8)``.
+      count, n, m: the batch's shape; ``count·n·m < 2³²``.
+      sparse_fraction: share of mechanisms with zeroed entries.
+
+    Returns:
+      ``log K``, float32, shape ``(count, n, m)``.
+
+    Raises:
+      RuntimeError: if the native kernel is not available (see :func:`unavailable_reason`).
+    """
+    reason = _registered()
+    if reason is not None:
+        raise RuntimeError(f"the native kernel is not available: {reason}")
+    return _sample(SAMPLER_TARGET, seeds, count, n, m, sparse_fraction)
+
+
+def _sample(target: str, seeds, count: int, n: int, m: int, sparse_fraction: float) -> Array:
+    if count * n * m >= 2**32:
+        raise ValueError(f"the sampler draws at most 2**32 - 1 entries at once, asked for "
+                         f"{count * n * m}")
+    shape = jax.ShapeDtypeStruct((count, n, m), jnp.float32)
+    return jax.ffi.ffi_call(target, shape, vmap_method="sequential")(
+        jnp.asarray(seeds, jnp.uint32), sparse_fraction=np.float32(sparse_fraction))
+
+
 def _call(target: str, *arrays: Array) -> tuple[Array, ...]:
     level = jax.ShapeDtypeStruct(arrays[0].shape[:-2], jnp.float32)
     return tuple(jax.ffi.ffi_call(target, (level,) * 5, vmap_method="broadcast_all")(*arrays))
 
 
-def register(library_file: Path, target: str) -> int:
-    """Loads a built library and registers its kernel as the CPU FFI target ``target``.
+def register(library_file: Path, target: str, sampler_target: str | None = None) -> int:
+    """Loads a built library and registers its kernel as the CPU FFI target ``target`` (and its
+    sampler as ``sampler_target``, if given).
 
     Returns:
       mechanisms per SIMD vector in that build (16 with AVX-512, 8 with AVX2, else 4).
@@ -124,6 +161,10 @@ def register(library_file: Path, target: str) -> int:
     library = ctypes.cdll.LoadLibrary(str(library_file))
     jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(getattr(library, SYMBOL)),
                                 platform="cpu")
+    if sampler_target is not None:
+        jax.ffi.register_ffi_target(sampler_target,
+                                    jax.ffi.pycapsule(getattr(library, SAMPLER_SYMBOL)),
+                                    platform="cpu")
     return int(library.JaxprivNativeLanes())
 
 
@@ -202,7 +243,7 @@ def _registered() -> str | None:
     if setting in ("0", "false", "no", "off"):
         return "turned off by JAXPRIV_NATIVE"
     try:
-        if register(build(), TARGET) < 8 and setting != "force":  # registered, left unused
+        if register(build(), TARGET, SAMPLER_TARGET) < 8 and setting != "force":  # registered, left unused
             return ("this CPU has neither AVX2 nor AVX-512, and with 128-bit vectors the native "
                     "kernel is no faster than the XLA kernel (JAXPRIV_NATIVE=force uses it anyway)")
     except (OSError, RuntimeError, AttributeError) as error:

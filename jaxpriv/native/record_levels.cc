@@ -463,6 +463,167 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxprivRecordLevels, RecordLevels,
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>());
 
+// ---------------------------------------------------------------------------------------------
+// The sweep's mechanism sampler (jaxpriv.samplers.sample_log_K), written for the CPU.
+//
+// Same draws as the JAX sampler: every random word is the counter hash of its index keyed by
+// two seed words that JAX derives from the block's key (jaxpriv.samplers.random_bits), so the
+// integer words, the uniform variates built from them, every mixture choice and every sparsity
+// mask are bit for bit the JAX sampler's; only exp, log, sqrt and erf⁻¹ are this file's own
+// polynomials, so log K agrees with the JAX sampler's to float32 rounding (a few ulps), not bit
+// for bit. One lane per mechanism, as above; each mechanism's values are written out row by row.
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+typedef uint32_t vu __attribute__((vector_size(kLanes * sizeof(uint32_t))));
+
+// Wellons' lowbias32, the mixer of jaxpriv.samplers._mix32.
+inline vu mix32(vu x) {
+  x ^= x >> 16;
+  x *= 0x7FEB352Du;
+  x ^= x >> 15;
+  x *= 0x846CA68Bu;
+  x ^= x >> 16;
+  return x;
+}
+
+// A uniform variate in (0, 1) from the word of flat index `index` (jaxpriv.samplers.unit_interval
+// of random_bits): the word's top 23 bits as the mantissa of a float in [1, 2), minus 1 − 2⁻²⁴.
+inline vf unit(vu index, const uint32_t* seed) {
+  const vu word = mix32(mix32(index + seed[0]) ^ seed[1]);
+  return (vf)((word >> 9) | 0x3F800000u) - 0.999999940395355224609375f;
+}
+
+// uniform(key, shape, low, high) = low + (high − low)·unit, with high − low rounded once to
+// float32 from double, as JAX's weakly typed Python scalars are.
+inline vf uniform(vu index, const uint32_t* seed, double low, double high) {
+  return static_cast<float>(low) + static_cast<float>(high - low) * unit(index, seed);
+}
+
+inline vf square_root(vf x) {
+#if defined(__AVX512F__)
+  return (vf)_mm512_sqrt_ps((__m512)x);
+#elif defined(__AVX2__)
+  return (vf)_mm256_sqrt_ps((__m256)x);
+#else
+  vf root;
+  for (int j = 0; j < kLanes; ++j) root[j] = std::sqrt(x[j]);
+  return root;
+#endif
+}
+
+inline bool any(vi mask) {
+  for (int j = 0; j < kLanes; ++j)
+    if (mask[j]) return true;
+  return false;
+}
+
+// erf⁻¹(x) for |x| < 1: Giles' single-precision approximation, as XLA computes it.
+inline vf erf_inverse(vf x) {
+  const vf w0 = -log_positive((1.0f - x) * (1.0f + x));
+  const vi lt = w0 < 5.0f;
+  // the tails (w >= 5: |x| > 0.9966) are rare: the square root only where a lane needs it
+  const vf w = any(~lt) ? (lt ? w0 - 2.5f : square_root(larger(w0, splat(0.0f))) - 3.0f)
+                        : w0 - 2.5f;
+  static constexpr float small[9] = {2.81022636e-08f, 3.43273939e-07f, -3.5233877e-06f,
+                                     -4.39150654e-06f, 0.00021858087f, -0.00125372503f,
+                                     -0.00417768164f, 0.246640727f, 1.50140941f};
+  static constexpr float large[9] = {-0.000200214257f, 0.000100950558f, 0.00134934322f,
+                                     -0.00367342844f, 0.00573950773f, -0.0076224613f,
+                                     0.00943887047f, 1.00167406f, 2.83297682f};
+  vf p = lt ? splat(small[0]) : splat(large[0]);
+  for (int i = 1; i < 9; ++i) p = (lt ? splat(small[i]) : splat(large[i])) + p * w;
+  return p * x;
+}
+
+// Seeds: 8 pairs of words, one per draw of sample_log_K in its order — kind, z, u,
+// concentration, scale, RR's ε, sparse, drop rate.
+template <int kN, int kM>
+void sample_block(const uint32_t* seeds, float sparse_fraction, int64_t first, int64_t count,
+                  int n_, int m_, float* out, std::vector<vf>& row) {
+  const int n = kN ? kN : n_, m = kM ? kM : m_;
+  vu b;
+  for (int j = 0; j < kLanes; ++j) b[j] = static_cast<uint32_t>(first + j);
+  const vf kind = uniform(b, seeds + 0, 0.0, 3.0);  // floor(kind): 0, 1 or 2
+  const vi dirichlet = kind < 1.0f, gaussian = (kind >= 1.0f) & (kind < 2.0f);
+  const vf concentration = exp_bounded(uniform(b, seeds + 6, std::log(1e-2), std::log(1e2)));
+  const vf scale = exp_bounded(uniform(b, seeds + 8, std::log(1e-2), std::log(1e1)));
+  const vf rr = uniform(b, seeds + 10, 0.0, 8.0);
+  const vi sparse = unit(b, seeds + 12) < sparse_fraction;
+  const vf rate = uniform(b, seeds + 14, 0.0, 0.5);
+  const vf shape = 1.0f + concentration;
+  const vf log_shape = log_positive(shape);
+  const vf cube_base = 1.0f - 1.0f / (9.0f * shape);
+  const vf cube_scale = 1.0f / (3.0f * square_root(shape));
+  const vf inverse_concentration = 1.0f / concentration;
+  const vf minus_inf = splat(-kInf);
+  const vu entries = b * static_cast<uint32_t>(n * m);
+  for (int d = 0; d < n; ++d) {
+    vf top = minus_inf;
+    for (int w = 0; w < m; ++w) {
+      const vu index = entries + static_cast<uint32_t>(d * m + w);
+      const vf z = 1.41421356237309515f * erf_inverse(uniform(index, seeds + 2, -1.0, 1.0));
+      const vf u = unit(index, seeds + 4);
+      const vf cube = cube_base + z * cube_scale;
+      const vf gamma = log_shape + 3.0f * log_positive(larger(cube, splat(1e-3f))) +
+                       log_positive(u) * inverse_concentration;
+      const vf diagonal = n == m && d == w ? rr : splat(0.0f);
+      const vf other = n == m ? diagonal : scale * z;
+      vf value = dirichlet ? gamma : (gaussian ? scale * z : other);
+      row[w] = value;
+      row[m + w] = (vf)(sparse & (u < rate));  // the drop mask, as bits
+      top = larger(top, value);
+    }
+    vf total = splat(0.0f);
+    for (int w = 0; w < m; ++w) {
+      const vi dropped = (vi)row[m + w] & (row[w] < top);  // never a row's largest entry
+      row[w] = dropped ? minus_inf : row[w];
+      total += exp_bounded(row[w] - top);
+    }
+    const vf lse = top + log_positive(total);
+    for (int w = 0; w < m; ++w) {
+      const vf value = row[w] - lse;
+      for (int j = 0; j < kLanes && first + j < count; ++j)
+        out[((first + j) * n + d) * m + w] = value[j];
+    }
+  }
+}
+
+ffi::Error SampleLogK(ffi::Buffer<ffi::U32> seeds, ffi::ResultBuffer<ffi::F32> log_K,
+                      float sparse_fraction) {
+  const auto dims = log_K->dimensions();
+  if (dims.size() != 3) return ffi::Error::InvalidArgument("log_K must have shape (count, n, m)");
+  if (seeds.element_count() != 16) return ffi::Error::InvalidArgument("seeds must be 8 pairs");
+  const int64_t count = dims[0];
+  const int n = static_cast<int>(dims[1]), m = static_cast<int>(dims[2]);
+  if (count * n * m >= (int64_t{1} << 32))
+    return ffi::Error::InvalidArgument("at most 2^32 - 1 entries per draw");
+  std::vector<vf> row(2 * m);
+  float* out = log_K->typed_data();
+  const uint32_t* s = seeds.typed_data();
+  auto run = [&](auto kernel) {
+    for (int64_t first = 0; first < count; first += kLanes)
+      kernel(s, sparse_fraction, first, count, n, m, out, row);
+  };
+  if (n == 8 && m == 8) {
+    run(sample_block<8, 8>);
+  } else if (n == 4 && m == 4) {
+    run(sample_block<4, 4>);
+  } else {
+    run(sample_block<0, 0>);
+  }
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxprivSampleLogK, SampleLogK,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Attr<float>("sparse_fraction"));
+
 // Mechanisms per vector in this build: 16 with AVX-512, 8 with AVX2, 4 otherwise. With 4 (SSE,
 // or another architecture's 128-bit vectors) the kernel is correct but no faster than XLA's
 // (measured with -march=x86-64: 3.5e6 vs 4.1e6/s at n = m = 8), so jaxpriv.native does not use
