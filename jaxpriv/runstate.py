@@ -100,14 +100,14 @@ def _group_directory(out: str | os.PathLike, resume: bool, checkpoint: str, what
     directory of its own (:func:`jaxpriv.group.scratch`), into which the writer's checkpoint (latest and previous copy) is
     copied when resuming, so the whole group resumes from the same state. A writer that cannot
     open its directory stops the group: the others raise too instead of waiting for it."""
-    opened = None
     if group.is_writer():
+        stack = contextlib.ExitStack()
         try:
             out_dir = writable_directory(out)
-            stack = contextlib.ExitStack()
             stack.enter_context(lock(out_dir, what))
             opened = _prepare(out_dir, resume, checkpoint, what)
         except BaseException:
+            stack.close()
             group.agree(0)
             raise
         if not group.agree(1):
