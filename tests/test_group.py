@@ -103,6 +103,18 @@ def test_a_group_resumes_what_one_process_began(alone, tmp_path):
     _same_run(tmp_path / "sweep", alone / "sweep")
 
 
+def test_a_directory_process_0_refuses_stops_the_whole_group(alone, tmp_path):
+    """Process 0 cannot use its --out (it holds a finished sweep; no --resume): it says why, and
+    the other process stops too instead of waiting for it."""
+    import shutil
+    shutil.copytree(alone / "sweep", tmp_path / "sweep")
+    (code0, _, err0), (code1, _, err1) = _in_group(SWEEP, tmp_path / "sweep")
+    assert code0 == code1 == 2
+    assert "already holds a sweep R6; use --resume, or a new --out" in err0
+    assert err1.strip().splitlines()[-1] == ("jaxpriv: error: process 0 could not open its run "
+                                             "directory for the sweep R6 (see its message)")
+
+
 def test_a_two_process_search_equals_one_process(alone, tmp_path):
     results = _in_group(SEARCH, tmp_path / "search")
     assert [code for code, _, _ in results] == [0, 0], results

@@ -226,9 +226,10 @@ def test_envelope_rows_are_the_float64_levels_of_their_witness_files(tmp_path):
 @pytest.mark.parametrize("relation_id, n, m", [("R5", 8, 8), ("R4", 4, 3), ("R6", 3, 2)])
 def test_native_and_xla_screens_give_the_same_sweep(native_built, monkeypatch, relation_id, n,
                                                     m):
-    """The sweep screens with the native kernel where it builds and with XLA's elsewhere; the
-    two agree to float32 rounding, so a run's verdict, violations and envelope must not depend on
-    which ran (R5 takes the compiled-in 8×8 path, R4 the generic one, R6 finds violations)."""
+    """The sweep samples and screens with the native kernel where it builds and with XLA's
+    elsewhere; the two agree to float32 rounding, so a run's verdict, violations and envelope
+    must not depend on which ran (R5 takes the compiled-in 8×8 path, R4 the generic one, R6
+    finds violations)."""
     from jaxpriv import native
     config = sweep.make_config(relation_id, n, m, 30_000, seed=5, chunk=10_000)
     with_native = sweep.run(config, progress=False)
@@ -236,8 +237,10 @@ def test_native_and_xla_screens_give_the_same_sweep(native_built, monkeypatch, r
     with_xla = sweep.run(config, progress=False)
     assert with_native.violation_count == with_xla.violation_count
     a, b = envelope_arrays(with_native), envelope_arrays(with_xla)
-    assert a["count"].sum() == b["count"].sum()
-    assert np.abs(a["count"] - b["count"]).sum() <= 4  # a premise within an ulp of a bin edge
+    # a premise (or R6's parameter) within float32 rounding of a bin edge moves bins: the
+    # samplers' values differ by a few ulps (measured: 22 of 30,000 mechanisms for R6)
+    assert abs(int(a["count"].sum()) - int(b["count"].sum())) <= 4
+    assert np.abs(a["count"] - b["count"]).sum() <= max(8, 2e-3 * a["count"].sum())
     np.testing.assert_array_equal(np.isfinite(a["score"]), np.isfinite(b["score"]))
     finite = np.isfinite(a["score"])
     np.testing.assert_allclose(a["score"][finite], b["score"][finite], rtol=1e-4, atol=1e-6)
