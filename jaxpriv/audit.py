@@ -29,6 +29,7 @@ Examples:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -318,21 +319,31 @@ def run(spend: Budget, ids: list[str], out: str | os.PathLike, seed: int = 0,
     """
     if int(workers) != workers or workers < 1:
         raise InputError(f"--workers must be a positive integer, got {workers}")
-    out = runstate.writable_directory(out)
-    with runstate.lock(out, f"audit ({spend.name} budget)"):
-        return _run(spend, ids, out, seed, progress, memory_mb, workers, log)
+    @contextlib.contextmanager
+    def opened():
+        directory = runstate.writable_directory(out)
+        with runstate.lock(directory, f"audit ({spend.name} budget)"):
+            _check_plan(directory, {"budget": spend.name, "seed": seed, "relations": ids,
+                                    "budget_settings": dataclasses.asdict(spend)})
+            yield directory
+
+    # in a process group the writer opens (and checks) its directory first; if it cannot, all
+    # stop with one line instead of waiting for it
+    with group.writer_first(opened, what="open its audit directory") as directory:
+        return _run(spend, ids, directory, seed, progress, memory_mb, workers, log)
 
 
 def _run(spend: Budget, ids: list[str], out: Path, seed: int, progress: bool, memory_mb: float,
          workers: int, log: Callable[[str], None]) -> dict[str, Any]:
-    """:func:`run` holding the audit directory's lock."""
-    _check_plan(out, {"budget": spend.name, "seed": seed, "relations": ids,
-                      "budget_settings": dataclasses.asdict(spend)})
+    """:func:`run` holding the audit directory's lock, its plan checked. In a process group
+    only the writer assesses and reports (the others' directories hold only what they ran)."""
     tasks = plan(spend, ids, seed, memory_mb)
     began = time.perf_counter()
     verdicts: dict[str, dict] = _previous_verdicts(out)
 
     def finished(rid: str, done: list[tuple[str, str, float]]) -> None:
+        if not group.is_writer():
+            return
         for kind, state, seconds in done:
             log(f"{rid} {kind:<6} {state:<7} {seconds:6.1f} s  -> {out / rid / kind}")
         search_config = next(t.config for t in tasks if t.relation == rid and t.kind == "search")
@@ -349,6 +360,8 @@ def _run(spend: Budget, ids: list[str], out: Path, seed: int, progress: bool, me
     else:
         _run_parallel(per_relation, out, workers, progress, finished)
     summary = _summary(spend, seed, verdicts, time.perf_counter() - began)
+    if not group.is_writer():
+        return summary
     report.write_audit(out, summary)
     io.atomic_write(out / SUMMARY, lambda f: json.dump(summary, f, indent=1))
     return summary

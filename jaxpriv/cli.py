@@ -576,10 +576,12 @@ def _search_runs(args, configs) -> int:
 
 def _locked_out(args, what: str):
     """``--out`` checked (a writable directory) before any work, and locked for the command."""
-    from jaxpriv import runstate
+    from jaxpriv import group, runstate
 
-    return runstate.lock(runstate.writable_directory(args.out), f"{what} --relation "
-                         f"{args.relation}")
+    # in a process group the writer opens its --out first; if it cannot, all stop (one line)
+    return group.writer_first(lambda: runstate.lock(runstate.writable_directory(args.out),
+                                                    f"{what} --relation {args.relation}"),
+                              what=f"open --out for the {what}")
 
 
 def _grid_for(relation, grid, given: bool, alone: bool):

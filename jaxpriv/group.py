@@ -29,6 +29,7 @@ References:
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import json
 import os
@@ -69,7 +70,8 @@ class Group:
 
     @property
     def address(self) -> str:
-        return f"{self.host}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host  # IPv6 in brackets
+        return f"{host}:{self.port}"
 
 
 def settings(coordinator: str | None = None, num_processes: int | None = None,
@@ -225,7 +227,11 @@ def _host_lobby(group: Group, fingerprint: str) -> None:
             ranks.add(rank)
         listener.close()  # before anyone is let in, so JAX's own client never reaches the lobby
         for connection in joined:
-            _send(connection, {"error": problem} if problem else {"ok": True})
+            try:
+                _send(connection, {"error": problem} if problem else {"ok": True})
+            except OSError:  # that process is gone: the group cannot start
+                problem = problem or ("a process left the group before it started; start "
+                                      "every process again")
         for connection in joined:  # the clients close first: no TIME_WAIT on the port
             _receive(connection, time.monotonic() + 5.0)
     finally:
@@ -266,7 +272,8 @@ def _visit_lobby(group: Group, fingerprint: str) -> None:
     try:
         _send(connection, {"lobby": "jaxpriv", "rank": group.rank, "size": group.size,
                            "fingerprint": fingerprint})
-        answer = _receive(connection, deadline + 10.0)
+        # process 0 may have started later and still wait up to its own timeout for others
+        answer = _receive(connection, deadline + group.timeout + 10.0)
     finally:
         connection.close()
     if answer is None:
@@ -338,3 +345,31 @@ def scratch() -> Path:
 def in_scratch(path: str | os.PathLike) -> bool:
     """Whether ``path`` lies in this process's scratch directory."""
     return bool(_SCRATCH) and Path(path).resolve().is_relative_to(_SCRATCH[0].resolve())
+
+
+@contextlib.contextmanager
+def writer_first(open_writer, open_other=None, what: str = "open its run directory"):
+    """Enter ``open_writer()`` (a context manager) on the writer and ``open_other()`` (default
+    the same) on every other process, the writer first: if it fails there (a locked or refused
+    directory, a plan of another audit), it says why and the others stop too, with one line,
+    instead of waiting for it in the next collective. Without a group, just ``open_writer()``."""
+    if size() == 1:
+        with open_writer() as opened:
+            yield opened
+        return
+    if is_writer():
+        stack = contextlib.ExitStack()
+        try:
+            opened = stack.enter_context(open_writer())
+        except BaseException:
+            stack.close()
+            agree(0)
+            raise
+        agree(1)
+        with stack:
+            yield opened
+        return
+    if not agree(0):
+        raise InputError(f"process 0 could not {what} (see its message)")
+    with (open_other or open_writer)() as opened:
+        yield opened

@@ -97,39 +97,36 @@ def run_directory(out: str | os.PathLike | None, resume: bool, checkpoint: str, 
 def _group_directory(out: str | os.PathLike, resume: bool, checkpoint: str, what: str):
     """:func:`run_directory` in a process group (:mod:`jaxpriv.group`): the writer (rank 0)
     prepares and locks ``out`` as one process would; every other process works in a scratch
-    directory of its own (:func:`jaxpriv.group.scratch`), into which the writer's checkpoint (latest and previous copy) is
-    copied when resuming, so the whole group resumes from the same state. A writer that cannot
-    open its directory stops the group: the others raise too instead of waiting for it."""
-    if group.is_writer():
-        stack = contextlib.ExitStack()
-        try:
-            out_dir = writable_directory(out)
-            stack.enter_context(lock(out_dir, what))
-            opened = _prepare(out_dir, resume, checkpoint, what)
-        except BaseException:
-            stack.close()
-            group.agree(0)
-            raise
-        if not group.agree(1):
-            raise InputError("process group out of step")  # unreachable: the writer sent 1
-        with stack:
-            for path in (out_dir / checkpoint, io.previous_path(out_dir / checkpoint)):
-                group.share_bytes(path.read_bytes() if resume and path.exists() else None)
-            yield opened
-        return
-    if not group.agree(0):
-        raise InputError(f"process 0 could not open its run directory for the {what} (see "
-                         "its message)")
-    # the command line already points a non-writer's --out into its scratch directory;
-    # a library caller's directory is the writer's, so a fresh one is used instead
-    private = Path(out) if group.in_scratch(out) else Path(
-        tempfile.mkdtemp(prefix="run-", dir=group.scratch()))
-    private.mkdir(parents=True, exist_ok=True)
-    for path in (private / checkpoint, io.previous_path(private / checkpoint)):
-        data = group.share_bytes(None)
-        if data is not None:
-            path.write_bytes(data)
-    yield _prepare(private, resume, checkpoint, what)
+    directory of its own (:func:`jaxpriv.group.scratch`), into which the writer's checkpoint
+    (latest and previous copy) is copied when resuming, so the whole group resumes from the same
+    state. A writer that cannot open its directory stops the group (:func:`group.writer_first`)."""
+    @contextlib.contextmanager
+    def writer():
+        out_dir = writable_directory(out)
+        with lock(out_dir, what):
+            yield _prepare(out_dir, resume, checkpoint, what)
+
+    @contextlib.contextmanager
+    def other():
+        # the command line already points a non-writer's --out into its scratch directory;
+        # a library caller's directory is the writer's, so a fresh one is used instead
+        private = Path(out) if group.in_scratch(out) else Path(
+            tempfile.mkdtemp(prefix="run-", dir=group.scratch()))
+        private.mkdir(parents=True, exist_ok=True)
+        yield private
+
+    with group.writer_first(writer, other, f"open its run directory for the {what}") as opened:
+        for path in (opened / checkpoint, io.previous_path(opened / checkpoint)):
+            mine = None
+            if group.is_writer() and resume:
+                try:
+                    mine = path.read_bytes()
+                except OSError:  # missing or unreadable: its own load says so
+                    mine = None
+            data = group.share_bytes(mine)
+            if not group.is_writer() and data is not None:
+                path.write_bytes(data)
+        yield opened if group.is_writer() else _prepare(opened, resume, checkpoint, what)
 
 
 def note_resumed(what: str, out_dir: Path, chunk: int, chunks: int, chunk_size: int, count: int,

@@ -115,6 +115,25 @@ def test_a_directory_process_0_refuses_stops_the_whole_group(alone, tmp_path):
                                              "directory for the sweep R6 (see its message)")
 
 
+def test_a_group_audit_resumes_and_refuses_another_plan_on_every_process(tmp_path):
+    """An audit run twice into one --out by a group: the second finds every task done (process
+    0's directory decides; the others hold nothing to assess) and reports the same verdict; a
+    third with another seed is refused by process 0, and the other process stops too."""
+    audit = ["audit", "--budget", "quick", "--relations", "R2", "--quiet"]
+    first = _in_group(audit, tmp_path / "audit")
+    assert [code for code, _, _ in first] == [0, 0], first
+    summary = json.loads((tmp_path / "audit" / "summary.json").read_text())
+    again = _in_group(audit, tmp_path / "audit")
+    assert [code for code, _, _ in again] == [0, 0], again
+    assert json.loads((tmp_path / "audit" / "summary.json").read_text())["relations"] == \
+        summary["relations"]
+    (code0, _, err0), (code1, _, err1) = _in_group([*audit, "--seed", "4"], tmp_path / "audit")
+    assert code0 == code1 == 2
+    assert "holds an audit with budget 'quick', seed 0" in err0
+    assert err1.strip().splitlines()[-1] == ("jaxpriv: error: process 0 could not open its "
+                                             "audit directory (see its message)")
+
+
 def test_a_two_process_search_equals_one_process(alone, tmp_path):
     results = _in_group(SEARCH, tmp_path / "search")
     assert [code for code, _, _ in results] == [0, 0], results
@@ -176,6 +195,7 @@ def test_group_settings_from_flags_or_environment():
     found = group.settings(environ={"JAX_COORDINATOR_ADDRESS": "[::1]:23456",
                                     "JAX_NUM_PROCESSES": "4", "JAX_PROCESS_ID": "3"})
     assert found == group.Group("::1", 23456, 4, 3, group.DEFAULT_TIMEOUT)
+    assert found.address == "[::1]:23456"  # as JAX takes an IPv6 address
     flags = group.settings("10.0.0.1:99", 2, 1, timeout=5.0,
                            environ={"JAX_COORDINATOR_ADDRESS": "ignored:1"})
     assert (flags.address, flags.size, flags.rank, flags.timeout) == ("10.0.0.1:99", 2, 1, 5.0)
