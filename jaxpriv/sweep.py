@@ -329,25 +329,11 @@ def make_step(config: SweepConfig, relation=None,
                                         out_specs=PartitionSpec("batch"))
 
     def fold(best: Best, blocks: Best) -> Best:
-        """The blocks' bests (B, cells, ...) into ``best``: cell c's entries are column c."""
-        def rows(a):  # (B, cells, ...) -> (cells, B, ...)
-            return jnp.swapaxes(a, 0, 1)
-        cells = blocks.score.shape[1]
-        top = jnp.max(rows(blocks.score), axis=1)
-        winner = (rows(blocks.score) == top[:, None]) & (rows(blocks.score) > -jnp.inf)
-        chosen_index = jnp.min(jnp.where(winner, rows(blocks.index), _NO_INDEX), axis=1)
-        which = jnp.argmax(winner & (rows(blocks.index) == chosen_index[:, None]), axis=1)
-        cell = jnp.arange(cells)
-        better = (top > best.score) | ((top == best.score) & (chosen_index < best.index))
-        better &= chosen_index != _NO_INDEX
-
-        def pick(old, new):
-            return jnp.where(better.reshape((-1,) + (1,) * (old.ndim - 1)), new[which, cell],
-                             old)
-
-        return Best(pick(best.score, blocks.score), pick(best.index, blocks.index),
-                    pick(best.log_K, blocks.log_K), pick(best.log_prior, blocks.log_prior),
-                    pick(best.log_belief, blocks.log_belief), pick(best.values, blocks.values))
+        """The blocks' bests ``(B, cells, ...)`` into ``best`` (block b's entry c is cell c)."""
+        flat = _flat(blocks)
+        cell = jnp.tile(jnp.arange(blocks.score.shape[1], dtype=jnp.int32), blocks.score.shape[0])
+        return _merge_best(best, cell, flat.score, flat.index,
+                           Mechanism(flat.log_K, flat.log_prior, flat.log_belief), flat.values)
 
     def step(state: SweepState, chunk_index):
         block_indices = chunk_index * blocks_per_chunk + jnp.arange(blocks_per_chunk,
