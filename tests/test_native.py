@@ -261,6 +261,21 @@ def test_native_sampler_draws_what_the_jax_sampler_draws(native_built, shape):
     np.testing.assert_allclose(rows, 0.0, atol=1e-5)  # every row a distribution (JAX: 2.4e-6)
 
 
+@pytest.mark.parametrize("shape", [(8, 8), (3, 5)])
+def test_native_sampler_draw_depends_on_the_index_only(native_built, shape):
+    """Mechanisms are grouped into vectors by mixture branch, so which mechanisms share a vector
+    depends on the draw's size and on the tile (1,024 mechanisms); each one's values must not:
+    the first 700 of a draw of 2,500 (three tiles) are those of a draw of 700, bit for bit, and
+    so is every mechanism against a draw of one more than its index (a vector of its own)."""
+    seeds = jnp.arange(16, dtype=jnp.uint32).reshape(8, 2) * 104729 + 3
+    draw = jax.jit(lambda s, count: native.sample_log_K(s, count, *shape, 0.5),
+                   static_argnums=1)
+    big = np.asarray(draw(seeds, 2500))
+    np.testing.assert_array_equal(big[:700], draw(seeds, 700))
+    for i in (0, 15, 1023, 1024, 2499):
+        np.testing.assert_array_equal(big[i], draw(seeds, i + 1)[i])
+
+
 def test_native_sampler_is_chosen_where_it_applies_and_checks_its_input(native_built):
     spec = samplers.SamplerSpec(4, 4)
     auto = jax.jit(lambda k: samplers.sample(k, 64, spec, kernel="auto").log_K)(

