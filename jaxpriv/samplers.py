@@ -222,9 +222,20 @@ def _with_zeros(key: PRNGKeyArray, log_w: Float[Array, "count n"], fraction: flo
 
 def sample(key: PRNGKeyArray, count: int, spec: SamplerSpec, kernel: str = "xla") -> Mechanism:
     """A batch of ``count`` random mechanisms drawn per ``spec`` (dtype: JAX's default float);
-    ``kernel`` as in :func:`sample_log_K`."""
+    ``kernel`` as in :func:`sample_log_K` (the native sampler draws the prior and belief too,
+    :func:`jaxpriv.native.sample_prior`, from the words this function's JAX code draws)."""
     k_K, k_prior, k_belief, k_values = jax.random.split(key, 4)
     log_K = sample_log_K(k_K, count, spec.n, spec.m, spec.sparse_fraction, kernel)
+    random_prior = spec.prior != "uniform" or spec.prior_zero_fraction > 0 \
+        or spec.belief_eps_max > 0
+    if random_prior and (kernel == "native" or (kernel == "auto" and native_sampler_applies())):
+        from jaxpriv import native
+
+        log_prior, log_belief = native.sample_prior(
+            prior_seeds(k_prior, k_belief), count, spec.n, spec.prior, spec.eps_max,
+            spec.prior_zero_fraction, spec.belief_eps_max)
+        return Mechanism(log_K, log_prior, log_belief, _values(k_values, count, spec),
+                         spec.records)
     log_prior = sample_log_prior(k_prior, count, spec.n, spec.prior, spec.eps_max)
     if spec.prior_zero_fraction > 0:
         log_prior = _with_zeros(jax.random.fold_in(k_prior, 1), log_prior,
@@ -235,9 +246,25 @@ def sample(key: PRNGKeyArray, count: int, spec: SamplerSpec, kernel: str = "xla"
         tilt = uniform(k1, (count, spec.n), -1.0, 1.0)
         size = uniform(k2, (count, 1), 0.0, spec.belief_eps_max)
         log_belief = _normalize_rows(log_prior + size * tilt)
-    values = None
-    if spec.values:
-        k1, k2 = jax.random.split(k_values)
-        rate = uniform(k1, (count, 1), 0.05, 0.5)
-        values = jnp.where(uniform(k2, (count, spec.m)) < rate, 10.0, 0.0)
-    return Mechanism(log_K, log_prior, log_belief, values, spec.records)
+    return Mechanism(log_K, log_prior, log_belief, _values(k_values, count, spec), spec.records)
+
+
+def _values(key: PRNGKeyArray, count: int, spec: SamplerSpec) -> Float[Array, "count m"] | None:
+    if not spec.values:
+        return None
+    k1, k2 = jax.random.split(key)
+    rate = uniform(k1, (count, 1), 0.05, 0.5)
+    return jnp.where(uniform(k2, (count, spec.m)) < rate, 10.0, 0.0)
+
+
+def prior_seeds(k_prior: PRNGKeyArray, k_belief: PRNGKeyArray) -> UInt32[Array, "10 2"]:
+    """The seed words (:func:`random_bits`' two per draw) of the prior and belief draws of
+    :func:`sample`, in the order the native sampler takes them: :func:`sample_log_prior`'s
+    ``k1``, ``k2``, the Dirichlet's normal and uniform (``split(k2)``), ``k3``;
+    :func:`_with_zeros`' rows, rate and drop; the belief's tilt and size."""
+    k1, k2, k3 = jax.random.split(k_prior, 3)
+    k_normal, k_uniform = jax.random.split(k2)
+    zeros = jax.random.split(jax.random.fold_in(k_prior, 1), 3)
+    tilt, size = jax.random.split(k_belief)
+    keys = (k1, k2, k_normal, k_uniform, k3, *zeros, tilt, size)
+    return jnp.stack([jax.random.bits(k, (2,), jnp.uint32) for k in keys])

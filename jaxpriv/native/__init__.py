@@ -54,6 +54,8 @@ TARGET = "jaxpriv_record_levels"
 SYMBOL = "JaxprivRecordLevels"
 SAMPLER_TARGET = "jaxpriv_sample_log_k"
 SAMPLER_SYMBOL = "JaxprivSampleLogK"
+PRIOR_SYMBOL = "JaxprivSamplePrior"
+PRIOR_KINDS = ("uniform", "close", "dirichlet")
 FLAGS = ("-std=c++17", "-O3", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared")
 """Plus ``-march=native`` by default: the library is built for the machine that runs it (the
 cache key holds the CPU's feature flags). No ``-ffast-math``: infinities are values here
@@ -137,6 +139,48 @@ def sample_log_K(seeds: UInt32[Array, "8 2"], count: int, n: int, m: int,
     return _sample(SAMPLER_TARGET, seeds, count, n, m, sparse_fraction)
 
 
+def sample_prior(seeds: UInt32[Array, "10 2"], count: int, n: int, kind: str, eps_max: float,
+                 zero_fraction: float, belief_eps_max: float
+                 ) -> tuple[Float[Array, "count n"], Float[Array, "count n"]]:
+    """The prior and belief of :func:`jaxpriv.samplers.sample` by the native sampler
+    (:func:`jaxpriv.samplers.sample_log_prior`, then its zeros and belief tilt): the same random
+    words for the same indices, in float32 (equal to the JAX sampler's to float32 rounding).
+
+    Args:
+      seeds: two seed words for each of the 10 draws, in this order: the prior's ``k1``, ``k2``,
+        the Dirichlet's normal and uniform, ``k3``; the zeros' rows, rate and drop; the belief's
+        tilt and size (:func:`jaxpriv.samplers.prior_seeds`).
+      count, n: the batch's shape; ``count·n < 2³²``.
+      kind: ``"uniform"``, ``"close"`` or ``"dirichlet"``.
+      eps_max, zero_fraction, belief_eps_max: as in :class:`jaxpriv.samplers.SamplerSpec`.
+
+    Returns:
+      ``(log_prior, log_belief)``, float32, shape ``(count, n)`` each (equal when
+      ``belief_eps_max`` is 0).
+
+    Raises:
+      RuntimeError: if the native kernel is not available (see :func:`unavailable_reason`).
+    """
+    reason = _registered()
+    if reason is not None:
+        raise RuntimeError(f"the native kernel is not available: {reason}")
+    return _sample_prior(SAMPLER_TARGET + "_prior", seeds, count, n, kind, eps_max,
+                         zero_fraction, belief_eps_max)
+
+
+def _sample_prior(target, seeds, count, n, kind, eps_max, zero_fraction, belief_eps_max):
+    if count * n >= 2**32:
+        raise ValueError(f"the sampler draws at most 2**32 - 1 entries at once, asked for "
+                         f"{count * n}")
+    if kind not in PRIOR_KINDS:
+        raise ValueError(f"kind must be one of {PRIOR_KINDS}, got {kind!r}")
+    shape = jax.ShapeDtypeStruct((count, n), jnp.float32)
+    return tuple(jax.ffi.ffi_call(target, (shape, shape), vmap_method="sequential")(
+        jnp.asarray(seeds, jnp.uint32), kind=np.int32(PRIOR_KINDS.index(kind)),
+        eps_max=np.float32(eps_max), zero_fraction=np.float32(zero_fraction),
+        belief_eps_max=np.float32(belief_eps_max)))
+
+
 def _sample(target: str, seeds, count: int, n: int, m: int, sparse_fraction: float) -> Array:
     if count * n * m >= 2**32:
         raise ValueError(f"the sampler draws at most 2**32 - 1 entries at once, asked for "
@@ -153,7 +197,7 @@ def _call(target: str, *arrays: Array) -> tuple[Array, ...]:
 
 def register(library_file: Path, target: str, sampler_target: str | None = None) -> int:
     """Loads a built library and registers its kernel as the CPU FFI target ``target`` (and its
-    sampler as ``sampler_target``, if given).
+    samplers as ``sampler_target`` and ``sampler_target + "_prior"``, if given).
 
     Returns:
       mechanisms per SIMD vector in that build (16 with AVX-512, 8 with AVX2, else 4).
@@ -164,6 +208,9 @@ def register(library_file: Path, target: str, sampler_target: str | None = None)
     if sampler_target is not None:
         jax.ffi.register_ffi_target(sampler_target,
                                     jax.ffi.pycapsule(getattr(library, SAMPLER_SYMBOL)),
+                                    platform="cpu")
+        jax.ffi.register_ffi_target(sampler_target + "_prior",
+                                    jax.ffi.pycapsule(getattr(library, PRIOR_SYMBOL)),
                                     platform="cpu")
     return int(library.JaxprivNativeLanes())
 

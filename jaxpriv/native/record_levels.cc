@@ -687,6 +687,123 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxprivSampleLogK, SampleLogK,
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Attr<float>("sparse_fraction"));
 
+// ---------------------------------------------------------------------------------------------
+// Priors and beliefs (jaxpriv.samplers.sample_log_prior, _with_zeros and the belief tilt of
+// jaxpriv.samplers.sample): the same random words for the same indices, one lane per mechanism.
+// Seeds: 10 pairs — the prior's k1, k2, the Dirichlet's normal and uniform, k3 (flat or not),
+// the zeros' rows, rate and drop, the belief's tilt and size.
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+constexpr int kPriorUniform = 0, kPriorClose = 1, kPriorDirichlet = 2;
+
+// log w − logsumexp(log w) over n entries (max-shifted, as jax.scipy.special.logsumexp).
+inline void normalize(vf* row, int n) {
+  vf top = row[0];
+  for (int d = 1; d < n; ++d) top = larger(top, row[d]);
+  vf total = splat(0.0f);
+  for (int d = 0; d < n; ++d) total += exp_bounded(row[d] - top);
+  const vf lse = top + log_positive(total);
+  for (int d = 0; d < n; ++d) row[d] = row[d] - lse;
+}
+
+inline void store_rows(const vf* row, int n, vu b, int64_t count, float* out) {
+  for (int d = 0; d < n; ++d)
+    for (int j = 0; j < kLanes && b[j] < count; ++j) out[static_cast<int64_t>(b[j]) * n + d] = row[d][j];
+}
+
+void prior_block(const uint32_t* seeds, int kind, float eps_max, float zero_fraction,
+                 float belief_eps_max, int64_t first, int64_t count, int n, vf* row,
+                 float* log_prior, float* log_belief) {
+  vu b;
+  for (int j = 0; j < kLanes; ++j) b[j] = static_cast<uint32_t>(first + j);
+  const vu entries = b * static_cast<uint32_t>(n);
+  const float flat_level = static_cast<float>(-std::log(static_cast<double>(n)));
+  if (kind == kPriorUniform) {
+    for (int d = 0; d < n; ++d) row[d] = splat(flat_level);
+  } else if (kind == kPriorClose) {
+    vf low = splat(kInf), high = splat(-kInf);
+    for (int d = 0; d < n; ++d) {
+      row[d] = unit(entries + static_cast<uint32_t>(d), seeds + 0);
+      low = smaller(low, row[d]);
+      high = larger(high, row[d]);
+    }
+    const vf spread = high - low;
+    const vf divisor = spread > 0.0f ? spread : splat(1.0f);
+    const vf eps = uniform(b, seeds + 2, 0.0, eps_max);
+    for (int d = 0; d < n; ++d) row[d] = eps * ((row[d] - low) / divisor);
+    normalize(row, n);
+  } else {
+    const vf concentration = exp_bounded(uniform(b, seeds + 0, std::log(1e-1), std::log(1e2)));
+    const vf shape = 1.0f + concentration;
+    const vf log_shape = log_positive(shape);
+    const vf cube_base = 1.0f - 1.0f / (9.0f * shape);
+    const vf cube_scale = 1.0f / (3.0f * square_root(shape));
+    const vf inverse_concentration = 1.0f / concentration;
+    for (int d = 0; d < n; ++d) {
+      const vu index = entries + static_cast<uint32_t>(d);
+      const vf z = 1.41421356237309515f * erf_inverse(uniform(index, seeds + 4, -1.0, 1.0));
+      const vf cube = cube_base + z * cube_scale;
+      row[d] = log_shape + 3.0f * log_positive(larger(cube, splat(1e-3f))) +
+               log_positive(unit(index, seeds + 6)) * inverse_concentration;
+    }
+    normalize(row, n);
+    const vi flat = unit(b, seeds + 8) < 0.5f;
+    for (int d = 0; d < n; ++d) row[d] = flat ? splat(flat_level) : row[d];
+  }
+  if (zero_fraction > 0.0f) {
+    const vi chosen = unit(b, seeds + 10) < zero_fraction;
+    const vf rate = uniform(b, seeds + 12, 0.0, 0.5);
+    vf top = row[0];
+    for (int d = 1; d < n; ++d) top = larger(top, row[d]);
+    for (int d = 0; d < n; ++d) {
+      const vi drop = unit(entries + static_cast<uint32_t>(d), seeds + 14) < rate;
+      row[d] = (chosen & drop & (row[d] < top)) ? splat(-kInf) : row[d];
+    }
+    normalize(row, n);
+  }
+  store_rows(row, n, b, count, log_prior);
+  if (belief_eps_max > 0.0f) {
+    const vf size = uniform(b, seeds + 18, 0.0, belief_eps_max);
+    for (int d = 0; d < n; ++d)
+      row[d] = row[d] + size * uniform(entries + static_cast<uint32_t>(d), seeds + 16, -1.0, 1.0);
+    normalize(row, n);
+  }
+  store_rows(row, n, b, count, log_belief);
+}
+
+ffi::Error SamplePrior(ffi::Buffer<ffi::U32> seeds, ffi::ResultBuffer<ffi::F32> log_prior,
+                       ffi::ResultBuffer<ffi::F32> log_belief, int32_t kind, float eps_max,
+                       float zero_fraction, float belief_eps_max) {
+  const auto dims = log_prior->dimensions();
+  if (dims.size() != 2) return ffi::Error::InvalidArgument("log_prior must have shape (count, n)");
+  if (seeds.element_count() != 20) return ffi::Error::InvalidArgument("seeds must be 10 pairs");
+  if (kind < kPriorUniform || kind > kPriorDirichlet)
+    return ffi::Error::InvalidArgument("unknown prior kind");
+  const int64_t count = dims[0];
+  const int n = static_cast<int>(dims[1]);
+  if (count * n >= (int64_t{1} << 32))
+    return ffi::Error::InvalidArgument("at most 2^32 - 1 entries per draw");
+  std::vector<vf> row(n);
+  for (int64_t first = 0; first < count; first += kLanes)
+    prior_block(seeds.typed_data(), kind, eps_max, zero_fraction, belief_eps_max, first, count, n,
+                row.data(), log_prior->typed_data(), log_belief->typed_data());
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxprivSamplePrior, SamplePrior,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Attr<int32_t>("kind")
+                                  .Attr<float>("eps_max")
+                                  .Attr<float>("zero_fraction")
+                                  .Attr<float>("belief_eps_max"));
+
 // Mechanisms per vector in this build: 16 with AVX-512, 8 with AVX2, 4 otherwise. With 4 (SSE,
 // or another architecture's 128-bit vectors) the kernel is correct but no faster than XLA's
 // (measured with -march=x86-64: 3.5e6 vs 4.1e6/s at n = m = 8), so jaxpriv.native does not use
