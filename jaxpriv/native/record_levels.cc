@@ -518,9 +518,15 @@ inline vf square_root(vf x) {
 }
 
 inline bool any(vi mask) {
+#if defined(__AVX512F__)
+  return _mm512_test_epi32_mask((__m512i)mask, (__m512i)mask) != 0;
+#elif defined(__AVX2__)
+  return _mm256_movemask_ps((__m256)mask) != 0;
+#else
   for (int j = 0; j < kLanes; ++j)
     if (mask[j]) return true;
   return false;
+#endif
 }
 
 // erf⁻¹(x) for |x| < 1: Giles' single-precision approximation, as XLA computes it.
