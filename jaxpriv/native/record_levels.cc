@@ -557,9 +557,35 @@ constexpr int kDirichlet = 0, kGaussian = 1, kResponse = 2;
 // needs: Dirichlet-like rows two words, erf⁻¹ and two logs per entry; Gaussian logits one word
 // and erf⁻¹; randomized response no word at all; the drop mask's word only for sparse ones.
 // The words, choices and masks are those the JAX sampler draws for the same indices.
+// Lane-major values (lanes[k]: entry k of the mechanisms b[0..kLanes)) to their rows of `out`
+// (out[b[j]·nm + k]), by the loader's transposes (a square transpose is its own inverse) and
+// whole-vector stores; the entries past the last multiple of the vector width one by one.
+inline void store_lanes(const vf* lanes, int nm, vu b, float* out) {
+  int k = 0;
+#if defined(__AVX512F__)
+  for (; k + kLanes <= nm; k += kLanes) {
+    __m512 rows[kLanes];
+    for (int q = 0; q < kLanes; ++q) rows[q] = (__m512)lanes[k + q];
+    transpose16(rows);
+    for (int j = 0; j < kLanes; ++j)
+      _mm512_storeu_ps(out + static_cast<int64_t>(b[j]) * nm + k, rows[j]);
+  }
+#elif defined(__AVX2__)
+  for (; k + kLanes <= nm; k += kLanes) {
+    __m256 rows[kLanes];
+    for (int q = 0; q < kLanes; ++q) rows[q] = (__m256)lanes[k + q];
+    transpose8(rows);
+    for (int j = 0; j < kLanes; ++j)
+      _mm256_storeu_ps(out + static_cast<int64_t>(b[j]) * nm + k, rows[j]);
+  }
+#endif
+  for (; k < nm; ++k)
+    for (int j = 0; j < kLanes; ++j) out[static_cast<int64_t>(b[j]) * nm + k] = lanes[k][j];
+}
+
 template <int kN, int kM, int kKind, bool kSparse>
 void sample_lanes(const uint32_t* seeds, float sparse_fraction, vu b, int n_, int m_, float* out,
-                  std::vector<vf>& row) {
+                  std::vector<vf>& row, vf* lanes) {
   const int n = kN ? kN : n_, m = kM ? kM : m_;
   (void)sparse_fraction;
   const vf minus_inf = splat(-kInf), zero = splat(0.0f);
@@ -610,11 +636,9 @@ void sample_lanes(const uint32_t* seeds, float sparse_fraction, vu b, int n_, in
       total += exp_bounded(row[w] - top);
     }
     const vf lse = top + log_positive(total);
-    for (int w = 0; w < m; ++w) {
-      const vf value = row[w] - lse;
-      for (int j = 0; j < kLanes; ++j) out[(static_cast<int64_t>(b[j]) * n + d) * m + w] = value[j];
-    }
+    for (int w = 0; w < m; ++w) lanes[d * m + w] = row[w] - lse;
   }
+  store_lanes(lanes, n * m, b, out);
 }
 
 // Mechanisms [first, first + size): sorted into lists by branch and sparsity, each list drawn
@@ -622,7 +646,8 @@ void sample_lanes(const uint32_t* seeds, float sparse_fraction, vu b, int n_, in
 // written twice).
 template <int kN, int kM>
 void sample_tile(const uint32_t* seeds, float sparse_fraction, int64_t first, int64_t size,
-                 int n, int m, float* out, std::vector<vf>& row, std::vector<uint32_t>& lists) {
+                 int n, int m, float* out, std::vector<vf>& row, std::vector<uint32_t>& lists,
+                 vf* lanes) {
   // lists: 6 × size, list l = 2·branch + sparse; with n ≠ m randomized response is a Gaussian
   // logit row (the JAX sampler's `rr = gaussian`)
   int64_t length[6] = {0, 0, 0, 0, 0, 0};
@@ -644,12 +669,12 @@ void sample_tile(const uint32_t* seeds, float sparse_fraction, int64_t first, in
       vu b;
       for (int j = 0; j < kLanes; ++j) b[j] = i + j < length[l] ? list[i + j] : list[0];
       switch (l) {
-        case 0: sample_lanes<kN, kM, kDirichlet, false>(seeds, sparse_fraction, b, n, m, out, row); break;
-        case 1: sample_lanes<kN, kM, kDirichlet, true>(seeds, sparse_fraction, b, n, m, out, row); break;
-        case 2: sample_lanes<kN, kM, kGaussian, false>(seeds, sparse_fraction, b, n, m, out, row); break;
-        case 3: sample_lanes<kN, kM, kGaussian, true>(seeds, sparse_fraction, b, n, m, out, row); break;
-        case 4: sample_lanes<kN, kM, kResponse, false>(seeds, sparse_fraction, b, n, m, out, row); break;
-        default: sample_lanes<kN, kM, kResponse, true>(seeds, sparse_fraction, b, n, m, out, row);
+        case 0: sample_lanes<kN, kM, kDirichlet, false>(seeds, sparse_fraction, b, n, m, out, row, lanes); break;
+        case 1: sample_lanes<kN, kM, kDirichlet, true>(seeds, sparse_fraction, b, n, m, out, row, lanes); break;
+        case 2: sample_lanes<kN, kM, kGaussian, false>(seeds, sparse_fraction, b, n, m, out, row, lanes); break;
+        case 3: sample_lanes<kN, kM, kGaussian, true>(seeds, sparse_fraction, b, n, m, out, row, lanes); break;
+        case 4: sample_lanes<kN, kM, kResponse, false>(seeds, sparse_fraction, b, n, m, out, row, lanes); break;
+        default: sample_lanes<kN, kM, kResponse, true>(seeds, sparse_fraction, b, n, m, out, row, lanes);
       }
     }
   }
@@ -668,12 +693,13 @@ ffi::Error SampleLogK(ffi::Buffer<ffi::U32> seeds, ffi::ResultBuffer<ffi::F32> l
     return ffi::Error::InvalidArgument("at most 2^32 - 1 entries per draw");
   std::vector<vf> row(2 * m);
   std::vector<uint32_t> lists(6 * kTile);
+  std::vector<vf> lanes(n * m);
   float* out = log_K->typed_data();
   const uint32_t* s = seeds.typed_data();
   auto run = [&](auto kernel) {
     for (int64_t first = 0; first < count; first += kTile)
       kernel(s, sparse_fraction, first, count - first < kTile ? count - first : kTile, n, m, out,
-             row, lists);
+             row, lists, lanes.data());
   };
   if (n == 8 && m == 8) {
     run(sample_tile<8, 8>);
