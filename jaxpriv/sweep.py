@@ -209,16 +209,19 @@ def _merge_best(best: Best, cell, score, index, mech: Mechanism, values) -> Best
     position = jnp.full((cells,), size, jnp.int32).at[cell].min(
         jnp.where(chosen, jnp.arange(size, dtype=jnp.int32), size))
     local = jnp.clip(position, 0, size - 1)
-    better = (chunk_score > best.score) | ((chunk_score == best.score)
-                                           & (chunk_index < best.index))
-    better &= chunk_index != _NO_INDEX
+    return _keep_better(best, Best(chunk_score, chunk_index, mech.log_K[local],
+                                   mech.log_prior[local], mech.log_belief[local], values[local]))
 
-    def pick(old, new):
-        return jnp.where(better.reshape((-1,) + (1,) * (old.ndim - 1)), new, old)
 
-    return Best(pick(best.score, chunk_score), pick(best.index, chunk_index),
-                pick(best.log_K, mech.log_K[local]), pick(best.log_prior, mech.log_prior[local]),
-                pick(best.log_belief, mech.log_belief[local]), pick(best.values, values[local]))
+def _keep_better(best: Best, other: Best) -> Best:
+    """Cell by cell, ``other``'s entry where it beats ``best``'s: a higher score, ties to the
+    smaller index (an empty entry, index ``_NO_INDEX``, never wins)."""
+    better = (other.score > best.score) | ((other.score == best.score)
+                                           & (other.index < best.index))
+    better &= other.index != _NO_INDEX
+    return jax.tree_util.tree_map(
+        lambda old, new: jnp.where(better.reshape((-1,) + (1,) * (old.ndim - 1)), new, old),
+        best, other)
 
 
 def _flat(tree):
@@ -235,6 +238,13 @@ class Candidates(NamedTuple):
     log_prior: jax.Array
     log_belief: jax.Array
     values: jax.Array
+
+
+def _lowest(found: Candidates, k: int) -> Candidates:
+    """The ``k`` lowest-slack entries of a list, lowest first; among equal slacks the earlier
+    entry (lists are kept in index order, so the smaller index)."""
+    _, top = jax.lax.top_k(-found.score, k)
+    return jax.tree_util.tree_map(lambda a: a[top], found)
 
 
 def uses_fused_kernel(relation, options: dict[str, Any] | None = None) -> bool:
@@ -285,9 +295,10 @@ def make_step(config: SweepConfig, relation=None,
     def block(block_index):
         """One block: identical shapes and program on every device, hence identical bits.
         The block is reduced where it is drawn — its best mechanism per cell, its lowest-slack
-        mechanism and candidates, its counts — so only those leave the device loop, not the
-        block's mechanisms (the fold over blocks in :func:`step` gives what one fold over the
-        whole chunk gives: maxima, minima and top-k with ties to the smallest index)."""
+        mechanism and candidates, its counts — and folded into its device's running results,
+        so the block's mechanisms never leave it (folding blocks, then devices in
+        :func:`step`, gives what one fold over the whole chunk gives: maxima, minima and top-k
+        with ties to the smallest index)."""
         mech = samplers.sample(jax.random.fold_in(base_key, block_index), config.block, spec,
                                kernel=sampler)
         values = mech.values if mech.values is not None else jnp.zeros(
@@ -317,13 +328,34 @@ def make_step(config: SweepConfig, relation=None,
         worst = _merge_best(_empty_best(1, config.n, config.m), jnp.zeros_like(cell), -slack,
                             index, mech, values)
         counts = jnp.zeros((config.cells,), jnp.int32).at[cell].add(in_range.astype(jnp.int32))
-        neg, top = jax.lax.top_k(-slack, candidates_per_block)
-        candidates = Candidates(-neg, index[top], mech.log_K[top], mech.log_prior[top],
-                                mech.log_belief[top], values[top])
+        candidates = _lowest(Candidates(slack, index, mech.log_K, mech.log_prior,
+                                        mech.log_belief, values), candidates_per_block)
         return envelope, worst, counts, jnp.sum(valid, dtype=jnp.int32), candidates
 
     def device_blocks(block_indices):
-        return jax.lax.map(block, block_indices)
+        """A device's blocks, in index order, folded as they come: the running bests, counts
+        and candidates are the loop's carry (stacking every block's results for a fold after
+        the loop cost 40 ns a mechanism at n = m = 8: the loop copied its growing outputs)."""
+        def fold_block(carry, block_index):
+            envelope, worst, counts, evaluated, found = carry
+            more = block(block_index)
+            found = _lowest(jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b]),
+                                                   found, more[4]), config.candidates)
+            return (_keep_better(envelope, more[0]), _keep_better(worst, more[1]),
+                    counts + more[2], evaluated + more[3], found), None
+
+        first = block(block_indices[0])
+        if candidates_per_block < config.candidates:  # blocks smaller than the candidate list:
+            # pad with empty entries (slack +inf, no index; the rows are real mechanisms')
+            found = first[4]
+            pad = config.candidates - candidates_per_block
+            rows = jax.tree_util.tree_map(lambda a: jnp.resize(a, (pad,) + a.shape[1:]), found)
+            rows = rows._replace(score=jnp.full((pad,), jnp.inf, found.score.dtype),
+                                 index=jnp.full((pad,), _NO_INDEX, jnp.int32))
+            first = first[:4] + (jax.tree_util.tree_map(
+                lambda a, b: jnp.concatenate([a, b]), found, rows),)
+        carry, _ = jax.lax.scan(fold_block, first, block_indices[1:])
+        return jax.tree_util.tree_map(lambda a: a[None], carry)
 
     sample_and_evaluate = jax.shard_map(device_blocks, mesh=mesh, in_specs=PartitionSpec("batch"),
                                         out_specs=PartitionSpec("batch"))
@@ -339,9 +371,7 @@ def make_step(config: SweepConfig, relation=None,
         block_indices = chunk_index * blocks_per_chunk + jnp.arange(blocks_per_chunk,
                                                                     dtype=jnp.int32)
         envelope, worst, counts, evaluated, found = sample_and_evaluate(block_indices)
-        found = _flat(found)
-        neg, top = jax.lax.top_k(-found.score, config.candidates)
-        candidates = jax.tree_util.tree_map(lambda a: a[top], found)
+        candidates = _lowest(_flat(found), config.candidates)
         return SweepState(fold(state.envelope, envelope), fold(state.worst, worst),
                           state.cell_count + jnp.sum(counts, axis=0),
                           state.evaluated + jnp.sum(evaluated)), candidates
