@@ -241,10 +241,16 @@ class Candidates(NamedTuple):
 
 
 def _lowest(found: Candidates, k: int) -> Candidates:
-    """The ``k`` lowest-slack entries of a list, lowest first; among equal slacks the earlier
-    entry (lists are kept in index order, so the smaller index)."""
-    _, top = jax.lax.top_k(-found.score, k)
-    return jax.tree_util.tree_map(lambda a: a[top], found)
+    """The ``k`` lowest-slack entries of a short list, lowest first, ties to the smaller index
+    (so an empty entry, index ``_NO_INDEX``, comes after every real one)."""
+    position = jnp.arange(found.score.shape[0], dtype=jnp.int32)
+    order = jax.lax.sort((found.score, found.index, position), num_keys=2, is_stable=True)[2]
+    return jax.tree_util.tree_map(lambda a: a[order[:k]], found)
+
+
+def _no_candidates(k: int, n: int, m: int) -> Candidates:
+    empty = _empty_best(k, n, m)
+    return Candidates(jnp.full((k,), jnp.inf, jnp.float32), *empty[1:])
 
 
 def uses_fused_kernel(relation, options: dict[str, Any] | None = None) -> bool:
@@ -328,8 +334,10 @@ def make_step(config: SweepConfig, relation=None,
         worst = _merge_best(_empty_best(1, config.n, config.m), jnp.zeros_like(cell), -slack,
                             index, mech, values)
         counts = jnp.zeros((config.cells,), jnp.int32).at[cell].add(in_range.astype(jnp.int32))
-        candidates = _lowest(Candidates(slack, index, mech.log_K, mech.log_prior,
-                                        mech.log_belief, values), candidates_per_block)
+        # top_k keeps the earlier of equal slacks, i.e. the smaller index, as _lowest does
+        neg, top = jax.lax.top_k(-slack, candidates_per_block)
+        candidates = Candidates(-neg, index[top], mech.log_K[top], mech.log_prior[top],
+                                mech.log_belief[top], values[top])
         return envelope, worst, counts, jnp.sum(valid, dtype=jnp.int32), candidates
 
     def device_blocks(block_indices):
@@ -344,17 +352,12 @@ def make_step(config: SweepConfig, relation=None,
             return (_keep_better(envelope, more[0]), _keep_better(worst, more[1]),
                     counts + more[2], evaluated + more[3], found), None
 
-        first = block(block_indices[0])
-        if candidates_per_block < config.candidates:  # blocks smaller than the candidate list:
-            # pad with empty entries (slack +inf, no index; the rows are real mechanisms')
-            found = first[4]
-            pad = config.candidates - candidates_per_block
-            rows = jax.tree_util.tree_map(lambda a: jnp.resize(a, (pad,) + a.shape[1:]), found)
-            rows = rows._replace(score=jnp.full((pad,), jnp.inf, found.score.dtype),
-                                 index=jnp.full((pad,), _NO_INDEX, jnp.int32))
-            first = first[:4] + (jax.tree_util.tree_map(
-                lambda a, b: jnp.concatenate([a, b]), found, rows),)
-        carry, _ = jax.lax.scan(fold_block, first, block_indices[1:])
+        empty = (_empty_best(config.cells, config.n, config.m),
+                 _empty_best(1, config.n, config.m), jnp.zeros((config.cells,), jnp.int32),
+                 jnp.zeros((), jnp.int32), _no_candidates(config.candidates, config.n, config.m))
+        empty = jax.tree_util.tree_map(  # the carry varies over the devices' axis
+            lambda a: jax.lax.pcast(a, ("batch",), to="varying"), empty)
+        carry, _ = jax.lax.scan(fold_block, empty, block_indices)
         return jax.tree_util.tree_map(lambda a: a[None], carry)
 
     sample_and_evaluate = jax.shard_map(device_blocks, mesh=mesh, in_specs=PartitionSpec("batch"),
