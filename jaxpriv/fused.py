@@ -142,8 +142,10 @@ def compiler_options(n: int, m: int) -> dict[str, str] | None:
     On a CPU with ``n, m ≤`` :data:`CHAIN_LIMIT` the reductions left are over short axes (the
     sampler's rows), and XLA's own loops beat the YNNPACK fusions it otherwise calls for them:
     measured on a 2-core CPU at n = m = 8, the sampler ran 2.5× faster (4.4–4.7e6 vs
-    1.6–1.9e6 mechanisms/s) and the R1/R5 sweeps 1.4–1.7×; at n = m = 16 YNNPACK is faster (R5
-    0.44e6 vs 0.29e6/s), so larger shapes, and other backends, get ``None`` (the defaults).
+    1.6–1.9e6 mechanisms/s) and the R1/R5 sweeps 1.4–1.7×; sweeps screened by the reference
+    notions gain too (database relations at k = 2, r = 3: BDP/BSP 1.7×, BDP/MP 1.25×, the
+    others unchanged); at n = m = 16 YNNPACK is faster (R5 0.44e6 vs 0.29e6/s), so larger
+    shapes, and other backends, get ``None`` (the defaults).
 
     Examples:
       >>> step = jax.jit(lambda x: x, compiler_options=compiler_options(8, 8))
