@@ -29,6 +29,8 @@ Examples:
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import math
 from typing import NamedTuple
 
@@ -183,7 +185,8 @@ KERNELS = ("auto", "native", "xla")
 
 def record_levels(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"],
                   log_belief: Float[Array, "*b n"], tile: int | None = None,
-                  kernel: str = "auto") -> RecordLevels:
+                  kernel: str = "auto", fields: Collection[str] | None = None
+                  ) -> RecordLevels:
     """LDP, MBP, record-law ABP, ε_unif and ε_bel of a batch of mechanisms, tile by tile.
 
     Same values as the :mod:`jaxpriv.notions` functions (to rounding), much faster on large
@@ -198,15 +201,30 @@ def record_levels(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"]
       kernel: ``"native"`` for :mod:`jaxpriv.native` (float32 on a CPU; about 3× the XLA kernel
         at n = m = 8), ``"xla"`` for the XLA kernel below, ``"auto"`` (default) for native where
         it applies and is :func:`~jaxpriv.native.available`.
+      fields: the :class:`RecordLevels` fields wanted (default: all); the others are ``None``.
+        Without ``"abp"`` the native kernel skips the JS terms, most of its work (in the XLA
+        kernel nothing reads them and XLA drops them).
 
     Returns:
       :class:`RecordLevels`, each of shape ``(*b)``.
     """
+    if fields is not None and not set(fields) <= set(RecordLevels._fields):
+        raise ValueError(f"unknown fields {sorted(set(fields) - set(RecordLevels._fields))}; "
+                         f"RecordLevels has {RecordLevels._fields}")
+    levels = _record_levels(log_K, log_prior, log_belief, tile, kernel,
+                            fields is None or "abp" in fields)
+    if fields is None:
+        return levels
+    return RecordLevels(*(getattr(levels, name) if name in fields else None
+                          for name in RecordLevels._fields))
+
+
+def _record_levels(log_K, log_prior, log_belief, tile, kernel, abp: bool) -> RecordLevels:
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
     if kernel == "native" or (kernel == "auto" and uses_native_kernel(log_K, log_prior,
                                                                       log_belief)):
-        return RecordLevels(*native.record_levels(log_K, log_prior, log_belief))
+        return RecordLevels(*native.record_levels(log_K, log_prior, log_belief, abp=abp))
     batch_shape = log_K.shape[:-2]
     n, m = log_K.shape[-2:]
     count = math.prod(batch_shape)

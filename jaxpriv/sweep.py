@@ -242,16 +242,27 @@ class Candidates(NamedTuple):
 
 
 def _lowest(found: Candidates, k: int) -> Candidates:
-    """The ``k`` lowest-slack entries of a short list, lowest first, ties to the smaller index
-    (so an empty entry, index ``_NO_INDEX``, comes after every real one)."""
+    """The ``k`` lowest-slack entries of a short list, lowest first, ties to the smaller index;
+    empty entries (index ``_NO_INDEX``) after every real one."""
     position = jnp.arange(found.score.shape[0], dtype=jnp.int32)
-    order = jax.lax.sort((found.score, found.index, position), num_keys=2, is_stable=True)[2]
+    order = jax.lax.sort((found.index == _NO_INDEX, found.score, found.index, position),
+                         num_keys=3, is_stable=True)[3]
     return jax.tree_util.tree_map(lambda a: a[order[:k]], found)
 
 
 def _no_candidates(k: int, n: int, m: int) -> Candidates:
-    empty = _empty_best(k, n, m)
-    return Candidates(jnp.full((k,), jnp.inf, jnp.float32), *empty[1:])
+    """``k`` empty entries (slack +∞, no index), uniform mechanisms: valid, should one ever be
+    read."""
+    return Candidates(jnp.full((k,), jnp.inf, jnp.float32), jnp.full((k,), _NO_INDEX, jnp.int32),
+                      jnp.full((k, n, m), -np.log(m), jnp.float32),
+                      jnp.full((k, n), -np.log(n), jnp.float32),
+                      jnp.full((k, n), -np.log(n), jnp.float32), jnp.zeros((k, m), jnp.float32))
+
+
+def _candidate_slack(slack):
+    """The slack candidates are ranked by: ``−0`` as ``+0`` (``top_k`` and ``_lowest`` agree
+    on ties), a NaN (never expected) as ``−∞``, so the float64 check sees it first."""
+    return jnp.where(jnp.isnan(slack), -jnp.inf, jnp.where(slack == 0, 0.0, slack))
 
 
 def uses_fused_kernel(relation, options: dict[str, Any] | None = None) -> bool:
@@ -312,8 +323,9 @@ def make_step(config: SweepConfig, relation=None,
             (config.block, config.m), jnp.float32)
         levels = None
         if screen_fused:
-            levels = screened_levels(relation, fused.record_levels(mech.log_K, mech.log_prior,
-                                                                   mech.log_belief))
+            levels = screened_levels(relation, fused.record_levels(
+                mech.log_K, mech.log_prior, mech.log_belief,
+                fields={registry.notion(key).screen for key in relation.notions}))
         result = registry.evaluate(relation, mech, levels=levels, **options)
         x, param = result.premise, result.parameter
         index = block_index * config.block + jnp.arange(config.block, dtype=jnp.int32)
@@ -336,7 +348,7 @@ def make_step(config: SweepConfig, relation=None,
                             index, mech, values)
         counts = jnp.zeros((config.cells,), jnp.int32).at[cell].add(in_range.astype(jnp.int32))
         # top_k keeps the earlier of equal slacks, i.e. the smaller index, as _lowest does
-        neg, top = jax.lax.top_k(-slack, candidates_per_block)
+        neg, top = jax.lax.top_k(-_candidate_slack(slack), candidates_per_block)
         candidates = Candidates(-neg, index[top], mech.log_K[top], mech.log_prior[top],
                                 mech.log_belief[top], values[top])
         return envelope, worst, counts, jnp.sum(valid, dtype=jnp.int32), candidates

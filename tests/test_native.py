@@ -307,7 +307,7 @@ def test_native_sampler_draw_depends_on_the_index_only(native_built, shape):
     """Mechanisms are grouped into vectors by mixture branch, so which mechanisms share a vector
     depends on the draw's size and on the tile (1,024 mechanisms); each one's values must not:
     the first 700 of a draw of 2,500 (three tiles) are those of a draw of 700, bit for bit, and
-    so is every mechanism against a draw of one more than its index (a vector of its own)."""
+    so is a mechanism against a draw that ends with it (other neighbours in its vectors)."""
     seeds = jnp.arange(16, dtype=jnp.uint32).reshape(8, 2) * 104729 + 3
     draw = jax.jit(lambda s, count: native.sample_log_K(s, count, *shape, 0.5),
                    static_argnums=1)
@@ -331,3 +331,24 @@ def test_native_sampler_is_chosen_where_it_applies_and_checks_its_input(native_b
         native.sample_log_K(jnp.zeros((8, 2), jnp.uint32), 2**26, 8, 8, 0.1)
     with jax.enable_x64(True):
         assert not samplers.native_sampler_applies()  # float64 draws stay with JAX
+
+
+@pytest.mark.parametrize("shape", [(8, 8), (3, 5)])
+def test_levels_without_abp_are_the_same_levels(native_built, shape):
+    """A sweep whose relation needs no ABP asks the kernel to skip it (its JS terms are most of
+    the work): the other four levels must be bit for bit those of the full kernel, and ABP
+    must come back as None, never as an unwritten buffer."""
+    mech = samplers.sample(jax.random.key(8), 1003, samplers.SamplerSpec(*shape,
+                                                                          belief_eps_max=1.0))
+    args = (mech.log_K, mech.log_prior, mech.log_belief)
+    full = jax.jit(native.record_levels)(*args)
+    lean = jax.jit(lambda *a: native.record_levels(*a, abp=False))(*args)
+    assert lean[2] is None
+    for name, a, b in zip(FIELDS, full, lean):
+        if name != "abp":
+            np.testing.assert_array_equal(a, b)
+    picked = jax.jit(lambda *a: fused.record_levels(*a, fields={"mbp", "eps_bel"}))(*args)
+    assert picked.abp is None and picked.ldp is None
+    np.testing.assert_array_equal(picked.mbp, full[1])
+    with pytest.raises(ValueError, match="unknown fields"):
+        fused.record_levels(*args, fields={"abp", "xi"})

@@ -257,3 +257,23 @@ def test_envelope_score_is_the_ratio_where_the_bound_scales_with_the_parameter()
     np.testing.assert_array_equal(sweep.envelope_score(relations.R6, y, p),
                                   [2.0, 0.0, np.inf, 1.0])
     np.testing.assert_array_equal(sweep.envelope_score(relations.R2, y, p), y)
+
+
+def test_candidate_lists_rank_by_slack_then_index_with_empty_entries_last():
+    """The device loop merges its running candidates with each block's (sweep._lowest): lowest
+    slack first, equal slacks to the smaller index, empty entries (index _NO_INDEX, valid uniform
+    mechanisms) after every real one — even after a NaN slack, which the block ranks first (as
+    −∞, so the float64 check sees it) and −0 ranked as +0."""
+    empty = sweep._no_candidates(3, 2, 3)
+    np.testing.assert_allclose(np.exp(np.asarray(empty.log_K)).sum(-1), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(np.exp(np.asarray(empty.log_prior)).sum(-1), 1.0, rtol=1e-6)
+    slack = jnp.array([2.0, 0.5, jnp.inf, 0.5, jnp.inf])
+    index = jnp.array([7, 9, 4, 3, sweep._NO_INDEX], jnp.int32)
+    real = sweep.Candidates(slack, index, jnp.zeros((5, 2, 3)), jnp.zeros((5, 2)),
+                            jnp.zeros((5, 2)), jnp.zeros((5, 3)))
+    both = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b]), empty, real)
+    kept = sweep._lowest(both, 5)
+    assert np.asarray(kept.index).tolist() == [3, 9, 7, 4, sweep._NO_INDEX]
+    ranked = np.asarray(sweep._candidate_slack(jnp.array([jnp.nan, -0.0, 0.0, 1.0])))
+    assert ranked[0] == -np.inf and ranked[1:].tolist() == [0.0, 0.0, 1.0]
+    assert not np.signbit(ranked[1])

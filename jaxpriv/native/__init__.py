@@ -87,7 +87,8 @@ def state() -> str:
 
 
 def record_levels(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"],
-                  log_belief: Float[Array, "*b n"]) -> tuple[Float[Array, "*b"], ...]:
+                  log_belief: Float[Array, "*b n"], abp: bool = True
+                  ) -> tuple[Float[Array, "*b"], ...]:
     """``(ldp, mbp, abp, eps_unif, eps_bel)`` of a float32 batch, by the native kernel.
 
     Same contract as :func:`jaxpriv.fused.record_levels` (which wraps the result in
@@ -97,9 +98,11 @@ def record_levels(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"]
     Args:
       log_K: ``log K``, float32, shape ``(*b, n, m)``.
       log_prior, log_belief: float32, shape ``(*b, n)``.
+      abp: compute ABP; ``False`` skips it (most of the kernel's work) and returns ``None`` in
+        its place.
 
     Returns:
-      five float32 arrays of shape ``(*b)``.
+      five float32 arrays of shape ``(*b)`` (``None`` for ABP when ``abp`` is ``False``).
 
     Raises:
       TypeError: for input that is not float32 (float64 goes to the XLA kernel).
@@ -112,7 +115,8 @@ def record_levels(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"]
     reason = _registered()
     if reason is not None:
         raise RuntimeError(f"the native kernel is not available: {reason}")
-    return _call(TARGET, *arrays)
+    levels = _call(TARGET, *arrays, with_abp=abp)
+    return levels if abp else levels[:2] + (None,) + levels[3:]
 
 
 def sample_log_K(seeds: UInt32[Array, "8 2"], count: int, n: int, m: int,
@@ -190,9 +194,10 @@ def _sample(target: str, seeds, count: int, n: int, m: int, sparse_fraction: flo
         jnp.asarray(seeds, jnp.uint32), sparse_fraction=np.float32(sparse_fraction))
 
 
-def _call(target: str, *arrays: Array) -> tuple[Array, ...]:
+def _call(target: str, *arrays: Array, with_abp: bool = True) -> tuple[Array, ...]:
     level = jax.ShapeDtypeStruct(arrays[0].shape[:-2], jnp.float32)
-    return tuple(jax.ffi.ffi_call(target, (level,) * 5, vmap_method="broadcast_all")(*arrays))
+    return tuple(jax.ffi.ffi_call(target, (level,) * 5, vmap_method="broadcast_all")(
+        *arrays, with_abp=bool(with_abp)))
 
 
 def register(library_file: Path, target: str, sampler_target: str | None = None) -> int:

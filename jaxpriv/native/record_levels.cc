@@ -309,7 +309,8 @@ void load(const float* log_K, const float* log_prior, const float* log_belief, i
 
 // kN, kM > 0 fix n and m at compile time (the loops over secrets and outputs unroll, and a
 // row of Y stays in registers through the Gram products); 0 takes them from the arguments.
-template <int kN, int kM>
+// kAbp = false skips ABP (Y, Z and the JS terms: most of the work) and writes 0 for it.
+template <int kN, int kM, bool kAbp>
 void block(const float* log_K_in, const float* log_prior_in, const float* log_belief_in,
            int64_t first, int64_t count, int n_given, int m_given, Scratch& s,
            const Levels& out) {
@@ -345,10 +346,13 @@ void block(const float* log_K_in, const float* log_prior_in, const float* log_be
     const vi possible = q > 0.0f;
     const vf safe_q = possible ? q : splat(1.0f);
     const vf log_p = safe_top + log_positive(safe_q);
-    const vf top_scale = exp_bounded(safe_top), inverse_q = 1.0f / safe_q;
     for (int d = 0; d < n; ++d) {
       const vi counted = lp[d] > minus_inf;
       mbp = larger(mbp, (counted & possible) ? magnitude(lk[d * m + w] - log_p) : zero);
+    }
+    if (!kAbp) continue;
+    const vf top_scale = exp_bounded(safe_top), inverse_q = 1.0f / safe_q;
+    for (int d = 0; d < n; ++d) {
       // Y = K − p = e^{top}·(R − q); Z = P − π = π·(R − q)/q (the posterior shift).
       const vf centred = possible ? s.scaled[d * m + w] - q : zero;
       s.deviation[d * m + w] = top_scale * centred;
@@ -356,6 +360,8 @@ void block(const float* log_K_in, const float* log_prior_in, const float* log_be
     }
   }
 
+  vf abp = zero;
+  if (kAbp) {
   // F^A_{d*=a}(c) − π(c) = Σ_w Y[a,w]·Z[c,w]; JS(F^A_a ‖ belief) summed over c. Terms with
   // t² <= 1/16 are added in place; the others are listed and evaluated after the loop.
   for (int c = 0; c < n; ++c) {
@@ -390,13 +396,13 @@ void block(const float* log_K_in, const float* log_prior_in, const float* log_be
     const int stop = listed - first_listed < kLanes ? listed - first_listed : kLanes;
     for (int j = 0; j < stop; ++j) js[s.list_tag[first_listed + j]] += term[j];
   }
-  vf abp = zero;
   for (int a = 0; a < n; ++a) {
     const vf level = smaller(larger(s.js[a], zero), splat(kLn2));
     vf root;
     for (int j = 0; j < kLanes; ++j) root[j] = std::sqrt(level[j]);  // level >= 0
     abp = larger(abp, lp[a] > minus_inf ? root : zero);
   }
+  }  // kAbp
 
   vf low = lp[0], high = lp[0], bel = zero;
   for (int d = 0; d < n; ++d) {
@@ -419,7 +425,8 @@ void block(const float* log_K_in, const float* log_prior_in, const float* log_be
 ffi::Error RecordLevels(ffi::Buffer<ffi::F32> log_K, ffi::Buffer<ffi::F32> log_prior,
                         ffi::Buffer<ffi::F32> log_belief, ffi::ResultBuffer<ffi::F32> ldp,
                         ffi::ResultBuffer<ffi::F32> mbp, ffi::ResultBuffer<ffi::F32> abp,
-                        ffi::ResultBuffer<ffi::F32> eps_unif, ffi::ResultBuffer<ffi::F32> eps_bel) {
+                        ffi::ResultBuffer<ffi::F32> eps_unif, ffi::ResultBuffer<ffi::F32> eps_bel,
+                        bool with_abp) {
   const auto dims = log_K.dimensions();
   if (dims.size() < 2) return ffi::Error::InvalidArgument("log_K must have shape (..., n, m)");
   const int n = static_cast<int>(dims[dims.size() - 2]);
@@ -439,13 +446,13 @@ ffi::Error RecordLevels(ffi::Buffer<ffi::F32> log_K, ffi::Buffer<ffi::F32> log_p
              n, m, scratch, out);
   };
   if (n == 8 && m == 8) {
-    run(block<8, 8>);
+    with_abp ? run(block<8, 8, true>) : run(block<8, 8, false>);
   } else if (n == 4 && m == 4) {
-    run(block<4, 4>);
+    with_abp ? run(block<4, 4, true>) : run(block<4, 4, false>);
   } else if (n == 2 && m == 2) {
-    run(block<2, 2>);
+    with_abp ? run(block<2, 2, true>) : run(block<2, 2, false>);
   } else {
-    run(block<0, 0>);
+    with_abp ? run(block<0, 0, true>) : run(block<0, 0, false>);
   }
   return ffi::Error::Success();
 }
@@ -461,7 +468,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxprivRecordLevels, RecordLevels,
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>());
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Attr<bool>("with_abp"));
 
 // ---------------------------------------------------------------------------------------------
 // The sweep's mechanism sampler (jaxpriv.samplers.sample_log_K), written for the CPU.
@@ -553,16 +561,8 @@ inline vf erf_inverse(vf x) {
   return p * x;
 }
 
-// Seeds: 8 pairs of words, one per draw of sample_log_K in its order — kind, z, u,
-// concentration, scale, RR's ε, sparse, drop rate.
 constexpr int kDirichlet = 0, kGaussian = 1, kResponse = 2;
 
-// Each mechanism's own mixture branch only. The JAX sampler computes every branch for every
-// mechanism and selects; here mechanisms are first sorted by branch (and by whether they are
-// sparse), so a vector of kLanes mechanisms of one branch computes only what that branch
-// needs: Dirichlet-like rows two words, erf⁻¹ and two logs per entry; Gaussian logits one word
-// and erf⁻¹; randomized response no word at all; the drop mask's word only for sparse ones.
-// The words, choices and masks are those the JAX sampler draws for the same indices.
 // Lane-major values (lanes[k]: entry k of the mechanisms b[0..kLanes)) to their rows of `out`
 // (out[b[j]·nm + k]), by the loader's transposes (a square transpose is its own inverse) and
 // whole-vector stores; the entries past the last multiple of the vector width one by one.
@@ -589,6 +589,15 @@ inline void store_lanes(const vf* lanes, int nm, vu b, float* out) {
     for (int j = 0; j < kLanes; ++j) out[static_cast<int64_t>(b[j]) * nm + k] = lanes[k][j];
 }
 
+// Seeds: 8 pairs of words, one per draw of sample_log_K in its order — kind, z, u,
+// concentration, scale, RR's ε, sparse, drop rate.
+//
+// Each mechanism's own mixture branch only. The JAX sampler computes every branch for every
+// mechanism and selects; here mechanisms are first sorted by branch (and by whether they are
+// sparse), so a vector of kLanes mechanisms of one branch computes only what that branch
+// needs: Dirichlet-like rows two words, erf⁻¹ and two logs per entry; Gaussian logits one word
+// and erf⁻¹; randomized response no word at all; the drop mask's word only for sparse ones.
+// The words, choices and masks are those the JAX sampler draws for the same indices.
 template <int kN, int kM, int kKind, bool kSparse>
 void sample_lanes(const uint32_t* seeds, float sparse_fraction, vu b, int n_, int m_, float* out,
                   std::vector<vf>& row, vf* lanes) {
