@@ -155,13 +155,11 @@ def sample_log_K(key: PRNGKeyArray, count: int, n: int, m: int, sparse_fraction:
     values equal to float32 rounding); ``"auto"`` uses it where :func:`native_sampler_applies`.
     """
     keys = jax.random.split(key, 8)
-    if kernel == "native" or (kernel == "auto" and native_sampler_applies()):
+    if _draws_natively(kernel):
         from jaxpriv import native
 
         seeds = jnp.stack([jax.random.bits(k, (2,), jnp.uint32) for k in keys])
         return native.sample_log_K(seeds, count, n, m, sparse_fraction)
-    if kernel not in ("xla", "auto"):
-        raise ValueError(f"kernel must be 'xla', 'native' or 'auto', got {kernel!r}")
     kind = jnp.floor(uniform(keys[0], (count, 1, 1), 0.0, 3.0))
     z = normal(keys[1], (count, n, m))
     u = uniform(keys[2], (count, n, m))
@@ -178,6 +176,13 @@ def sample_log_K(key: PRNGKeyArray, count: int, n: int, m: int, sparse_fraction:
     drop = u < uniform(keys[7], (count, 1, 1), 0.0, 0.5)
     keep = log_w >= jnp.max(log_w, axis=-1, keepdims=True)  # never empty a row
     return _normalize_rows(jnp.where(sparse & drop & ~keep, -jnp.inf, log_w))
+
+
+def _draws_natively(kernel: str) -> bool:
+    """Whether ``kernel`` (``"xla"``, ``"native"`` or ``"auto"``) draws with the native sampler."""
+    if kernel not in ("xla", "native", "auto"):
+        raise ValueError(f"kernel must be 'xla', 'native' or 'auto', got {kernel!r}")
+    return kernel == "native" or (kernel == "auto" and native_sampler_applies())
 
 
 def native_sampler_applies() -> bool:
@@ -228,7 +233,7 @@ def sample(key: PRNGKeyArray, count: int, spec: SamplerSpec, kernel: str = "xla"
     log_K = sample_log_K(k_K, count, spec.n, spec.m, spec.sparse_fraction, kernel)
     random_prior = spec.prior != "uniform" or spec.prior_zero_fraction > 0 \
         or spec.belief_eps_max > 0
-    if random_prior and (kernel == "native" or (kernel == "auto" and native_sampler_applies())):
+    if random_prior and _draws_natively(kernel):
         from jaxpriv import native
 
         log_prior, log_belief = native.sample_prior(

@@ -561,6 +561,41 @@ inline vf erf_inverse(vf x) {
   return p * x;
 }
 
+// A standard normal variate from the word of `index`: √2·erf⁻¹ of a uniform on (−1, 1)
+// (jaxpriv.samplers.normal).
+inline vf normal(vu index, const uint32_t* seed) {
+  return 1.41421356237309515f * erf_inverse(uniform(index, seed, -1.0, 1.0));
+}
+
+// log G, G ≈ Gamma(α), from a normal z and a uniform u (jaxpriv.samplers._log_gamma_from):
+// Wilson–Hilferty for α + 1, then + log(u)/α. The per-mechanism constants are set once.
+struct LogGamma {
+  vf log_shape{}, cube_base{}, cube_scale{}, inverse_concentration{};
+  LogGamma() = default;
+  explicit LogGamma(vf concentration) {
+    const vf shape = 1.0f + concentration;
+    log_shape = log_positive(shape);
+    cube_base = 1.0f - 1.0f / (9.0f * shape);
+    cube_scale = 1.0f / (3.0f * square_root(shape));
+    inverse_concentration = 1.0f / concentration;
+  }
+  vf operator()(vf z, vf u) const {
+    const vf cube = cube_base + z * cube_scale;
+    return log_shape + 3.0f * log_positive(larger(cube, splat(1e-3f))) +
+           log_positive(u) * inverse_concentration;
+  }
+};
+
+// log w − logsumexp(log w) over n entries (max-shifted, as jax.scipy.special.logsumexp).
+inline void normalize(vf* row, int n) {
+  vf top = row[0];
+  for (int d = 1; d < n; ++d) top = larger(top, row[d]);
+  vf total = splat(0.0f);
+  for (int d = 0; d < n; ++d) total += exp_bounded(row[d] - top);
+  const vf lse = top + log_positive(total);
+  for (int d = 0; d < n; ++d) row[d] = row[d] - lse;
+}
+
 constexpr int kDirichlet = 0, kGaussian = 1, kResponse = 2;
 
 // Lane-major values (lanes[k]: entry k of the mechanisms b[0..kLanes)) to their rows of `out`
@@ -599,20 +634,14 @@ inline void store_lanes(const vf* lanes, int nm, vu b, float* out) {
 // and erf⁻¹; randomized response no word at all; the drop mask's word only for sparse ones.
 // The words, choices and masks are those the JAX sampler draws for the same indices.
 template <int kN, int kM, int kKind, bool kSparse>
-void sample_lanes(const uint32_t* seeds, float sparse_fraction, vu b, int n_, int m_, float* out,
-                  std::vector<vf>& row, vf* lanes) {
+void sample_lanes(const uint32_t* seeds, vu b, int n_, int m_, float* out, std::vector<vf>& row,
+                  vf* lanes) {
   const int n = kN ? kN : n_, m = kM ? kM : m_;
-  (void)sparse_fraction;
   const vf minus_inf = splat(-kInf), zero = splat(0.0f);
-  vf concentration{}, scale{}, rr{}, rate{}, log_shape{}, cube_base{}, cube_scale{},
-      inverse_concentration{};
+  vf scale{}, rr{}, rate{};
+  LogGamma log_gamma;
   if (kKind == kDirichlet) {
-    concentration = exp_bounded(uniform(b, seeds + 6, std::log(1e-2), std::log(1e2)));
-    const vf shape = 1.0f + concentration;
-    log_shape = log_positive(shape);
-    cube_base = 1.0f - 1.0f / (9.0f * shape);
-    cube_scale = 1.0f / (3.0f * square_root(shape));
-    inverse_concentration = 1.0f / concentration;
+    log_gamma = LogGamma(exp_bounded(uniform(b, seeds + 6, std::log(1e-2), std::log(1e2))));
   } else if (kKind == kGaussian) {
     scale = exp_bounded(uniform(b, seeds + 8, std::log(1e-2), std::log(1e1)));
   } else {
@@ -629,29 +658,20 @@ void sample_lanes(const uint32_t* seeds, float sparse_fraction, vu b, int n_, in
       if (kKind == kResponse) {
         value = d == w ? rr : zero;
       } else {
-        const vf z = 1.41421356237309515f * erf_inverse(uniform(index, seeds + 2, -1.0, 1.0));
-        if (kKind == kDirichlet) {
-          const vf cube = cube_base + z * cube_scale;
-          value = log_shape + 3.0f * log_positive(larger(cube, splat(1e-3f))) +
-                  log_positive(u) * inverse_concentration;
-        } else {
-          value = scale * z;
-        }
+        const vf z = normal(index, seeds + 2);
+        value = kKind == kDirichlet ? log_gamma(z, u) : scale * z;
       }
       row[w] = value;
       if (kSparse) row[m + w] = (vf)(u < rate);  // the drop mask, as bits
       top = larger(top, value);
     }
-    vf total = zero;
-    for (int w = 0; w < m; ++w) {
-      if (kSparse) {
+    if (kSparse)
+      for (int w = 0; w < m; ++w) {
         const vi dropped = (vi)row[m + w] & (row[w] < top);  // never a row's largest entry
         row[w] = dropped ? minus_inf : row[w];
       }
-      total += exp_bounded(row[w] - top);
-    }
-    const vf lse = top + log_positive(total);
-    for (int w = 0; w < m; ++w) lanes[d * m + w] = row[w] - lse;
+    normalize(row.data(), m);
+    for (int w = 0; w < m; ++w) lanes[d * m + w] = row[w];
   }
   store_lanes(lanes, n * m, b, out);
 }
@@ -684,12 +704,12 @@ void sample_tile(const uint32_t* seeds, float sparse_fraction, int64_t first, in
       vu b;
       for (int j = 0; j < kLanes; ++j) b[j] = i + j < length[l] ? list[i + j] : list[0];
       switch (l) {
-        case 0: sample_lanes<kN, kM, kDirichlet, false>(seeds, sparse_fraction, b, n, m, out, row, lanes); break;
-        case 1: sample_lanes<kN, kM, kDirichlet, true>(seeds, sparse_fraction, b, n, m, out, row, lanes); break;
-        case 2: sample_lanes<kN, kM, kGaussian, false>(seeds, sparse_fraction, b, n, m, out, row, lanes); break;
-        case 3: sample_lanes<kN, kM, kGaussian, true>(seeds, sparse_fraction, b, n, m, out, row, lanes); break;
-        case 4: sample_lanes<kN, kM, kResponse, false>(seeds, sparse_fraction, b, n, m, out, row, lanes); break;
-        default: sample_lanes<kN, kM, kResponse, true>(seeds, sparse_fraction, b, n, m, out, row, lanes);
+        case 0: sample_lanes<kN, kM, kDirichlet, false>(seeds, b, n, m, out, row, lanes); break;
+        case 1: sample_lanes<kN, kM, kDirichlet, true>(seeds, b, n, m, out, row, lanes); break;
+        case 2: sample_lanes<kN, kM, kGaussian, false>(seeds, b, n, m, out, row, lanes); break;
+        case 3: sample_lanes<kN, kM, kGaussian, true>(seeds, b, n, m, out, row, lanes); break;
+        case 4: sample_lanes<kN, kM, kResponse, false>(seeds, b, n, m, out, row, lanes); break;
+        default: sample_lanes<kN, kM, kResponse, true>(seeds, b, n, m, out, row, lanes);
       }
     }
   }
@@ -745,16 +765,6 @@ namespace {
 
 constexpr int kPriorUniform = 0, kPriorClose = 1, kPriorDirichlet = 2;
 
-// log w − logsumexp(log w) over n entries (max-shifted, as jax.scipy.special.logsumexp).
-inline void normalize(vf* row, int n) {
-  vf top = row[0];
-  for (int d = 1; d < n; ++d) top = larger(top, row[d]);
-  vf total = splat(0.0f);
-  for (int d = 0; d < n; ++d) total += exp_bounded(row[d] - top);
-  const vf lse = top + log_positive(total);
-  for (int d = 0; d < n; ++d) row[d] = row[d] - lse;
-}
-
 inline void store_rows(const vf* row, int n, vu b, int64_t count, float* out) {
   for (int d = 0; d < n; ++d)
     for (int j = 0; j < kLanes && b[j] < count; ++j) out[static_cast<int64_t>(b[j]) * n + d] = row[d][j];
@@ -782,18 +792,10 @@ void prior_block(const uint32_t* seeds, int kind, float eps_max, float zero_frac
     for (int d = 0; d < n; ++d) row[d] = eps * ((row[d] - low) / divisor);
     normalize(row, n);
   } else {
-    const vf concentration = exp_bounded(uniform(b, seeds + 0, std::log(1e-1), std::log(1e2)));
-    const vf shape = 1.0f + concentration;
-    const vf log_shape = log_positive(shape);
-    const vf cube_base = 1.0f - 1.0f / (9.0f * shape);
-    const vf cube_scale = 1.0f / (3.0f * square_root(shape));
-    const vf inverse_concentration = 1.0f / concentration;
+    const LogGamma log_gamma(exp_bounded(uniform(b, seeds + 0, std::log(1e-1), std::log(1e2))));
     for (int d = 0; d < n; ++d) {
       const vu index = entries + static_cast<uint32_t>(d);
-      const vf z = 1.41421356237309515f * erf_inverse(uniform(index, seeds + 4, -1.0, 1.0));
-      const vf cube = cube_base + z * cube_scale;
-      row[d] = log_shape + 3.0f * log_positive(larger(cube, splat(1e-3f))) +
-               log_positive(unit(index, seeds + 6)) * inverse_concentration;
+      row[d] = log_gamma(normal(index, seeds + 4), unit(index, seeds + 6));
     }
     normalize(row, n);
     const vi flat = unit(b, seeds + 8) < 0.5f;
