@@ -139,14 +139,15 @@ BUILTIN = (
     Notion("dp", lambda mech: databases.dp(mech),
            doc="DP level over neighbouring databases (SPEC §2.1, §2.6)", source=SEED["2.6"],
            needs_records=True, post_processing=True, retract=retractions.database_retraction("dp"),
+           screen="dp",
            label="DP level (neighbouring databases)"),
     Notion("bdp", lambda mech: databases.bdp(mech),
            doc="BDP level, Yang et al. (SPEC §2.6, 004 eq. 19)", source=SEED["2.6"],
-           needs_records=True, needs_prior=True, post_processing=True,
+           needs_records=True, needs_prior=True, post_processing=True, screen="bdp",
            retract=retractions.database_retraction("bdp"), label="BDP level (Yang et al.)"),
     Notion("sp", lambda mech: databases.sp(mech),
            doc="SP level, the sup over every belief, exact (SPEC §2.6, 004 Def. 1)",
-           source=SEED["2.6"], unit="probability", needs_records=True,
+           source=SEED["2.6"], unit="probability", needs_records=True, screen="sp",
            retract=retractions.database_retraction("sp"), label="SP level (sup over beliefs)"),
     Notion("sp_belief", lambda mech: databases.sp_at(mech),
            doc="SP level at the mechanism's belief β, a lower bound on the SP level "
@@ -155,7 +156,7 @@ BUILTIN = (
     Notion("bsp", lambda mech: databases.bsp(mech),
            doc="BSP level, the sup over every belief, exact (SPEC §2.6, 004 Def. 2)",
            source=SEED["2.6"], unit="probability", needs_records=True, needs_prior=True,
-           retract=retractions.database_retraction("bsp"),
+           screen="bsp", retract=retractions.database_retraction("bsp"),
            label="BSP level (sup over beliefs)"),
     Notion("bsp_belief", lambda mech: databases.bsp_at(mech),
            doc="BSP level at the mechanism's belief b, a lower bound on the BSP level "
@@ -165,11 +166,13 @@ BUILTIN = (
            doc="MP level over the family 𝔻_*, sup over p (SPEC §2.6, 004 Def. 3)",
            source=SEED["2.6"], params={"family": "004"}, needs_records=True,
            post_processing=True, retract=retractions.database_retraction("mp"),
+           screen="mp", screen_requires={"family": "004"},
            label="MP level (004 family 𝔻_*)", details=_mp_details),
     Notion("bsp_games", lambda mech: databases.bsp_games_defined(mech).astype(mech.log_K.dtype),
            doc="1 if BSP's game i exists wherever BDP compares (the prior allows every ⊥-reset "
                "(⊥, x_S) of a partial database it allows), else 0", source=SEED["2.6"],
-           unit="indicator", needs_records=True, needs_prior=True, show=False),
+           unit="indicator", needs_records=True, needs_prior=True, show=False,
+           screen="bsp_games"),
 )
 
 for _notion in BUILTIN:

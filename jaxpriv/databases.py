@@ -101,10 +101,13 @@ def neighbours(records: Records) -> Bool[np.ndarray, "n n"]:
 
 @lru_cache(maxsize=64)
 def without(records: Records, i: int) -> Int[np.ndarray, "n"]:
-    """Row of ``x_{−i}``: ``x`` with position ``i`` (0-based) set to the default ``⊥``."""
+    """Row of ``x_{−i}``: ``x`` with position ``i`` (0-based) set to the default ``⊥``.
+
+    int32 in every mode: an int64 index traced under ``jax.enable_x64`` and then by the same
+    jitted function without it fails in JAX 0.10 (``lax.add`` of int64 and int32)."""
     v = values(records).copy()
     v[:, i] = records.default
-    return index_of(records, v)
+    return index_of(records, v).astype(np.int32)
 
 
 @lru_cache(maxsize=64)

@@ -38,7 +38,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from jaxpriv import divergences, native
+from jaxpriv import databases, divergences, native
+from jaxpriv.mechanisms import Mechanism, Records
 
 NEG_INF = -jnp.inf
 TILE_ENTRIES = 8192
@@ -279,3 +280,122 @@ def _materialized(a: Array, index: Array) -> Array:
     buffer = jnp.zeros(a.shape[:-1] + (a.shape[-1] + 1,), a.dtype)
     buffer = jax.lax.dynamic_update_slice_in_dim(buffer, a, jnp.minimum(index, 0), axis=-1)
     return buffer[..., :a.shape[-1]]
+
+
+# --------------------------------------------------------------------------------------------
+# database-level notions (SPEC §2.6)
+# --------------------------------------------------------------------------------------------
+
+
+class DatabaseLevels(NamedTuple):
+    """The levels :func:`database_levels` returns, each of the batch shape: the values of the
+    :mod:`jaxpriv.databases` functions named (to float32 rounding).
+
+    Attributes:
+      dp: :func:`jaxpriv.databases.dp`.
+      bdp: :func:`jaxpriv.databases.bdp`.
+      sp: :func:`jaxpriv.databases.sp`.
+      bsp: :func:`jaxpriv.databases.bsp`.
+      mp: :func:`jaxpriv.databases.mp` over the family 𝔻_* (``family="004"``).
+      bsp_games: :func:`jaxpriv.databases.bsp_games_defined` as 1.0 / 0.0.
+    """
+
+    dp: Float[Array, "*b"]
+    bdp: Float[Array, "*b"]
+    sp: Float[Array, "*b"]
+    bsp: Float[Array, "*b"]
+    mp: Float[Array, "*b"]
+    bsp_games: Float[Array, "*b"]
+
+
+DATABASE_LIMIT = 256
+"""Largest ``k^r`` the native database kernel takes (its index tables grow as ``2^r·k^r``)."""
+
+
+def database_levels(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"],
+                    records: Records, fields: Collection[str] | None = None,
+                    kernel: str = "auto") -> DatabaseLevels:
+    """DP, BDP, SP, BSP, MP (family 𝔻_*) and whether BSP's games exist, for a batch of database
+    mechanisms: the :mod:`jaxpriv.databases` levels, by the native kernel on a CPU (5–8× the
+    XLA of those functions at k = 2, r = 3 on a 2-core CPU), by those functions elsewhere.
+    Pure; jit it at the edge.
+
+    Args:
+      log_K: shape ``(*b, n, m)``, ``n = k^r`` databases in lexicographic order.
+      log_prior: the joint prior on databases, shape ``(*b, n)``.
+      records: the :class:`jaxpriv.mechanisms.Records` layout (static).
+      fields: the :class:`DatabaseLevels` fields wanted (default: all); the others are ``None``.
+      kernel: ``"native"`` for :mod:`jaxpriv.native` (float32 on a CPU), ``"xla"`` for the
+        :mod:`jaxpriv.databases` functions, ``"auto"`` (default) for native where it applies
+        (float32, a CPU, at most :data:`DATABASE_LIMIT` databases) and is available.
+
+    Returns:
+      :class:`DatabaseLevels`, each of shape ``(*b)``.
+
+    Examples:
+      >>> import numpy as np
+      >>> from jaxpriv.mechanisms import Mechanism, Records
+      >>> rr = np.array([[0.75, 0.25], [0.25, 0.75]])  # ε = log 3 per record
+      >>> mech = Mechanism.from_K(np.kron(rr, rr), records=Records(k=2, r=2))
+      >>> levels = database_levels(mech.log_K, mech.log_prior, mech.records, {"bdp"})
+      >>> round(float(levels.bdp), 6), levels.dp is None
+      (1.098612, True)
+    """
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+    fields = set(DatabaseLevels._fields if fields is None else fields)
+    if not fields <= set(DatabaseLevels._fields):
+        raise ValueError(f"unknown fields {sorted(fields - set(DatabaseLevels._fields))}; "
+                         f"DatabaseLevels has {DatabaseLevels._fields}")
+    n = log_K.shape[-2]
+    if n != records.size:
+        raise ValueError(f"{n} rows for k^r = {records.size} databases")
+    if kernel == "native" or (kernel == "auto" and n <= DATABASE_LIMIT
+                              and uses_native_kernel(log_K, log_prior)):
+        levels = dict(zip(DatabaseLevels._fields,
+                          native.database_levels(log_K, log_prior, records, fields)))
+        for name in ("sp", "bsp"):  # the kernel returns the spreads Λ
+            if levels[name] is not None:
+                levels[name] = jnp.tanh(0.25 * levels[name])
+        return DatabaseLevels(**levels)
+    mech = Mechanism(log_K, log_prior, log_prior, None, records)
+    reference = dict(dp=databases.dp, bdp=databases.bdp, sp=databases.sp, bsp=databases.bsp,
+                     mp=databases.mp, bsp_games=lambda mech: databases.bsp_games_defined(
+                         mech).astype(log_K.dtype))
+    return DatabaseLevels(*(reference[name](mech) if name in fields else None
+                            for name in DatabaseLevels._fields))
+
+
+SCREENS = RecordLevels._fields + DatabaseLevels._fields
+"""Every field a notion's ``screen`` may name."""
+
+
+def screen_levels(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"],
+                  log_belief: Float[Array, "*b n"], records, fields: Collection[str]
+                  ) -> dict[str, Array]:
+    """The screen fields (:data:`SCREENS`) asked for, by name: :func:`record_levels`'s from
+    its kernel, :func:`database_levels`'s (which need ``records``) from theirs; each kernel
+    runs only when one of its fields is asked for.
+
+    Examples:
+      >>> from jaxpriv import families
+      >>> mech = families.randomized_response(1.0)
+      >>> sorted(screen_levels(mech.log_K, mech.log_prior, mech.log_belief, None, {"ldp"}))
+      ['ldp']
+    """
+    fields = set(fields)
+    unknown = fields - set(SCREENS)
+    if unknown:
+        raise ValueError(f"unknown screen fields {sorted(unknown)}; the screens are {SCREENS}")
+    out = {}
+    wanted = fields & set(RecordLevels._fields)
+    if wanted:
+        levels = record_levels(log_K, log_prior, log_belief, fields=wanted)
+        out.update((name, getattr(levels, name)) for name in wanted)
+    wanted = fields & set(DatabaseLevels._fields)
+    if wanted:
+        if records is None:
+            raise ValueError(f"the screens {sorted(wanted)} need a records layout")
+        levels = database_levels(log_K, log_prior, records, wanted)
+        out.update((name, getattr(levels, name)) for name in wanted)
+    return out

@@ -138,8 +138,8 @@ class Notion:
       post_processing: it cannot increase under post-processing (data processing), so mixing
         with the constant mechanism lowers it monotonically: the search can hold it at any
         premise level by bisection on the mixing weight.
-      screen: a field of :class:`jaxpriv.fused.RecordLevels` that computes the same level in
-        float32 (the sweep's fast screen), or ``None``.
+      screen: a field of the fused kernels (:data:`jaxpriv.fused.SCREENS`) that computes the
+        same level in float32 (the sweep's fast screen), or ``None``.
       screen_requires: parameter values under which ``screen`` applies (e.g. the record law).
       surrogate: a smooth stand-in for the search, ``surrogate(mech, temperature, **params)``
         (maxima as log-sum-exps at ``temperature``; the hard level at ``None``).

@@ -2,7 +2,8 @@
 
 Data flows one way: **sample** (on device, from ``fold_in(key(seed), chunk_index)``) →
 **evaluate** (float32, :func:`jaxpriv.registry.evaluate`, with the levels from the fused batch
-kernel :mod:`jaxpriv.fused` where every notion of the relation has a screen there) → **accumulate** (a binned
+kernels :mod:`jaxpriv.fused` where every notion of the relation has a screen there: the record
+notions', and the database notions' (DP, BDP, SP, BSP, MP)) → **accumulate** (a binned
 envelope on device: per premise bin × parameter bin, the largest conclusion and the mechanism
 reaching it; the smallest per-mechanism slack overall; the lowest-slack candidates of the chunk —
 each block reduced where it is drawn, then the blocks folded) →
@@ -266,16 +267,20 @@ def _candidate_slack(slack):
 
 
 def uses_fused_kernel(relation, options: dict[str, Any] | None = None) -> bool:
-    """Whether :func:`jaxpriv.fused.record_levels` computes every level the relation needs: each
-    of its notions has a ``screen`` (a field of the fused kernel) that applies at ``options``
-    (default: the relation's own)."""
+    """Whether the fused kernels (:func:`jaxpriv.fused.screen_levels`) compute every level the
+    relation needs: each of its notions has a ``screen`` (a field of those kernels) that
+    applies at ``options`` (default: the relation's own)."""
     options = relation.options if options is None else options
     return all(registry.notion(key).screens(options) for key in relation.notions)
 
 
-def screened_levels(relation, levels: fused.RecordLevels) -> dict[str, jax.Array]:
-    """The fused kernel's levels keyed by the relation's notion keys."""
-    return {key: getattr(levels, registry.notion(key).screen) for key in relation.notions}
+def screened_levels(relation, mech: Mechanism) -> dict[str, jax.Array]:
+    """The relation's levels by the fused kernels (:func:`jaxpriv.fused.screen_levels`), keyed
+    by its notion keys."""
+    screens = {key: registry.notion(key).screen for key in relation.notions}
+    levels = fused.screen_levels(mech.log_K, mech.log_prior, mech.log_belief, mech.records,
+                                 set(screens.values()))
+    return {key: levels[screen] for key, screen in screens.items()}
 
 
 def envelope_score(relation, conclusion, parameter):
@@ -323,9 +328,7 @@ def make_step(config: SweepConfig, relation=None,
             (config.block, config.m), jnp.float32)
         levels = None
         if screen_fused:
-            levels = screened_levels(relation, fused.record_levels(
-                mech.log_K, mech.log_prior, mech.log_belief,
-                fields={registry.notion(key).screen for key in relation.notions}))
+            levels = screened_levels(relation, mech)
         result = registry.evaluate(relation, mech, levels=levels, **options)
         x, param = result.premise, result.parameter
         index = block_index * config.block + jnp.arange(config.block, dtype=jnp.int32)

@@ -199,7 +199,8 @@ def _cpu_has(flag):
 def test_portable_builds_give_the_levels_of_the_native_build(native_built, monkeypatch, tmp_path,
                                                               march, lanes):
     """The AVX2 (8 lanes: table-driven compaction, 8×8 transposes) and SSE2 (4 lanes: scalar
-    compaction and transposes) builds that other CPUs get, run here: same levels."""
+    compaction and transposes) builds that other CPUs get, run here: same levels (the database
+    kernel's too) and draws."""
     import platform
     if platform.machine() != "x86_64" or (lanes == 8 and not _cpu_has("avx2")):
         pytest.skip("needs an x86-64 CPU (with AVX2 for the 8-lane build)")
@@ -229,6 +230,17 @@ def test_portable_builds_give_the_levels_of_the_native_build(native_built, monke
         args = (mech.log_K, mech.log_prior, mech.log_belief)
         portable = dict(zip(FIELDS, jax.jit(lambda *a: native._call(target, *a))(*args)))
         assert_levels_close(portable, native_levels(*args), rtol=1e-5, atol=1e-6)  # FMA or not
+    from jaxpriv.mechanisms import Records
+    from tests.test_fused_databases import random_database_batch
+    for records, m in ((Records(k=2, r=3), 8), (Records(k=3, r=2, default=1), 5)):
+        mech = random_database_batch(11, 1003, records, m)
+        fields = native.DATABASE_FIELDS
+        portable = jax.jit(lambda K, p: native._databases(f"{target}_databases", K, p, records,
+                                                          fields))(mech.log_K, mech.log_prior)
+        here = jax.jit(lambda K, p: native.database_levels(K, p, records))(mech.log_K,
+                                                                          mech.log_prior)
+        assert_levels_close(dict(zip(fields, portable)), dict(zip(fields, here)), rtol=1e-5,
+                            atol=1e-6)
 
 
 def test_an_unwritable_cache_falls_back_to_the_temporary_directory(monkeypatch, tmp_path):

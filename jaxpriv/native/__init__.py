@@ -55,6 +55,9 @@ SYMBOL = "JaxprivRecordLevels"
 SAMPLER_TARGET = "jaxpriv_sample_log_k"
 SAMPLER_SYMBOL = "JaxprivSampleLogK"
 PRIOR_SYMBOL = "JaxprivSamplePrior"
+DATABASE_SYMBOL = "JaxprivDatabaseLevels"
+DATABASE_FIELDS = ("dp", "bdp", "sp", "bsp", "mp", "bsp_games")
+_DATABASE_WANTS = {"dp": 1, "bdp": 2, "mp": 2 | 1, "sp": 4, "bsp": 8, "bsp_games": 16}
 PRIOR_KINDS = ("uniform", "close", "dirichlet")
 FLAGS = ("-std=c++17", "-O3", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared")
 """Plus ``-march=native`` by default: the library is built for the machine that runs it (the
@@ -117,6 +120,49 @@ def record_levels(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"]
         raise RuntimeError(f"the native kernel is not available: {reason}")
     levels = _call(TARGET, *arrays, with_abp=abp)
     return levels if abp else levels[:2] + (None,) + levels[3:]
+
+
+def database_levels(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"], records,
+                    fields=DATABASE_FIELDS) -> tuple[Float[Array, "*b"] | None, ...]:
+    """``(dp, bdp, Λ_SP, Λ_BSP, mp, bsp_games)`` of a float32 batch of database mechanisms, by
+    the native kernel: :func:`jaxpriv.fused.database_levels` (which calls this on a CPU when
+    :func:`available`, and takes ``tanh(Λ/4)`` of the two spreads). Pure; not differentiable.
+
+    Args:
+      log_K: ``log K``, float32, shape ``(*b, n, m)``, ``n = k^r`` databases.
+      log_prior: the joint prior, float32, shape ``(*b, n)``.
+      records: the :class:`jaxpriv.mechanisms.Records` layout.
+      fields: which of :data:`DATABASE_FIELDS` to compute (the others are ``None``).
+
+    Returns:
+      six float32 arrays of shape ``(*b)`` or ``None``.
+
+    Raises:
+      TypeError: for input that is not float32.
+      RuntimeError: if the kernel is not available (see :func:`unavailable_reason`).
+    """
+    if any(jnp.result_type(a) != jnp.float32 for a in (log_K, log_prior)):
+        raise TypeError("the native kernel takes float32 input only")
+    reason = _registered()
+    if reason is not None:
+        raise RuntimeError(f"the native kernel is not available: {reason}")
+    return _databases(TARGET + "_databases", log_K, log_prior, records, fields)
+
+
+def _databases(target, log_K, log_prior, records, fields):
+    unknown = set(fields) - set(DATABASE_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown fields {sorted(unknown)}; the kernel has {DATABASE_FIELDS}")
+    if log_K.shape[-2] != records.size:
+        raise ValueError(f"{log_K.shape[-2]} rows for k^r = {records.size} databases")
+    want = 0
+    for name in fields:
+        want |= _DATABASE_WANTS[name]
+    level = jax.ShapeDtypeStruct(log_K.shape[:-2], jnp.float32)
+    levels = jax.ffi.ffi_call(target, (level,) * 6, vmap_method="broadcast_all")(
+        log_K, log_prior, k=np.int32(records.k), r=np.int32(records.r),
+        default=np.int32(records.default), want=np.int32(want))
+    return tuple(level if name in fields else None for name, level in zip(DATABASE_FIELDS, levels))
 
 
 def sample_log_K(seeds: UInt32[Array, "8 2"], count: int, n: int, m: int,
@@ -201,7 +247,8 @@ def _call(target: str, *arrays: Array, with_abp: bool = True) -> tuple[Array, ..
 
 
 def register(library_file: Path, target: str, sampler_target: str | None = None) -> int:
-    """Loads a built library and registers its kernel as the CPU FFI target ``target`` (and its
+    """Loads a built library and registers its kernel as the CPU FFI target ``target``, its
+    database kernel as ``target + "_databases"`` (and its
     samplers as ``sampler_target`` and ``sampler_target + "_prior"``, if given).
 
     Returns:
@@ -209,6 +256,9 @@ def register(library_file: Path, target: str, sampler_target: str | None = None)
     """
     library = ctypes.cdll.LoadLibrary(str(library_file))
     jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(getattr(library, SYMBOL)),
+                                platform="cpu")
+    jax.ffi.register_ffi_target(target + "_databases",
+                                jax.ffi.pycapsule(getattr(library, DATABASE_SYMBOL)),
                                 platform="cpu")
     if sampler_target is not None:
         jax.ffi.register_ffi_target(sampler_target,

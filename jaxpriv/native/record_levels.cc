@@ -472,6 +472,260 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxprivRecordLevels, RecordLevels,
                                   .Attr<bool>("with_abp"));
 
 // ---------------------------------------------------------------------------------------------
+// Database-level notions (jaxpriv.fused.database_levels_minor, SPEC §2.6), written for the CPU:
+// DP, BDP, the SP and BSP ratio spreads Λ, MP over 004's family 𝔻_* and whether BSP's games
+// exist, for databases of r records with k values each (n = k^r rows in lexicographic order).
+// One lane per mechanism, as above. For every nonempty set T of known positions the
+// conditional log P[y | x_T] (004 eq. 19) is a log-sum-exp over the unknown records of the
+// joint π(x)·K[x,y], minus that of the prior, exactly as jaxpriv.databases computes it (one
+// shift by the group's maximum); BDP, MP, BSP and the games read it for every position i in T.
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+constexpr int kWantDp = 1, kWantConditionals = 2, kWantSp = 4, kWantBsp = 8, kWantGames = 16;
+
+// Index tables of one layout: for each set T (a bit mask over the r positions, position 0 the
+// most significant record), the partial database of every full one, and each kept position's
+// stride in the partial index.
+struct Layout {
+  Layout(int k, int r, int def) : k(k), r(r), def(def) {
+    n = 1;
+    for (int j = 0; j < r; ++j) n *= k;
+    const int sets = 1 << r;
+    partial.assign(sets * n, 0);
+    size.assign(sets, 1);
+    stride.assign(sets * r, 0);
+    for (int T = 1; T < sets; ++T) {
+      int s = 1;
+      for (int j = r - 1; j >= 0; --j)
+        if (T >> j & 1) {
+          stride[T * r + j] = s;
+          s *= k;
+        }
+      size[T] = s;
+      for (int x = 0; x < n; ++x) {
+        int rest = x, c = 0;
+        for (int j = r - 1; j >= 0; --j) {
+          const int digit = rest % k;
+          rest /= k;
+          if (T >> j & 1) c += digit * stride[T * r + j];
+        }
+        partial[T * n + x] = c;
+      }
+    }
+  }
+  int k, r, def, n;
+  std::vector<int> partial, size, stride;
+};
+
+// ``max − min`` over the groups of `a` along one position (entries c, c + s, …, c + (k−1)s, the
+// base c with digit 0 there), per output; lanes where `mass` (if given) is off do not count
+// for the minimum; a zero beside a positive entry is +inf. Returns the max over groups/outputs.
+inline vf spread_along(const vf* a, const vi* mass, int entries, int m, int k, int s) {
+  const vf zero = splat(0.0f), minus_inf = splat(-kInf), inf = splat(kInf);
+  vf level = zero;
+  for (int c = 0; c < entries; ++c) {
+    if ((c / s) % k != 0) continue;
+    for (int y = 0; y < m; ++y) {
+      vf top = minus_inf, bottom = inf;
+      for (int v = 0; v < k; ++v) {
+        const int e = c + v * s;
+        const vf x = a[e * m + y];
+        top = larger(top, x);
+        bottom = smaller(bottom, mass == nullptr ? x : (mass[e] ? x : inf));
+      }
+      const vi occurs = top > minus_inf;
+      level = larger(level, occurs ? top - bottom : zero);
+    }
+  }
+  return level;
+}
+
+// jaxpriv.databases._ratio_spread of a (entries × m) against its reset to ⊥ along the position
+// of stride s, the max over outputs; `mass` (if given) marks the entries allowed on both sides.
+inline vf ratio_spread(const vf* a, const vi* mass, int entries, int m, int k, int s, int def) {
+  const vf zero = splat(0.0f), minus_inf = splat(-kInf), inf = splat(kInf);
+  const vi none = vi{} == 0;  // all lanes on
+  vf level = zero;
+  for (int y = 0; y < m; ++y) {
+    vf top = minus_inf, bottom = inf;
+    vi has_a = vi{}, has_c = vi{};
+    for (int c = 0; c < entries; ++c) {
+      const int reset = c + (def - (c / s) % k) * s;
+      const vi allowed = mass == nullptr ? none : (mass[c] & mass[reset]);
+      const vf x = a[c * m + y], z = a[reset * m + y];
+      const vi a_pos = (x > minus_inf) & allowed, c_pos = (z > minus_inf) & allowed;
+      const vi both = a_pos & c_pos;
+      const vf ratio = both ? x - z : (a_pos ? inf : minus_inf);
+      const vi counted = a_pos | c_pos;
+      top = larger(top, counted ? ratio : minus_inf);
+      bottom = smaller(bottom, counted ? ratio : inf);
+      has_a |= a_pos;
+      has_c |= c_pos;
+    }
+    const vi game = has_a & has_c;
+    const vf spread = game ? top - bottom : zero;
+    level = larger(level, (has_a != has_c) ? inf : spread);
+  }
+  return level;
+}
+
+struct DatabaseScratch {
+  DatabaseScratch(int n, int m)
+      : scratch(n, m), top(n * m), total(n * m), cond(n * m), prior_top(n), prior_total(n),
+        mass(n) {}
+  Scratch scratch;
+  std::vector<vf> top, total, cond, prior_top, prior_total;
+  std::vector<vi> mass;
+};
+
+void database_block(const float* log_K_in, const float* log_prior_in, int64_t first,
+                    int64_t count, int m, int want, const Layout& L, DatabaseScratch& s,
+                    float* const* out) {
+  const int n = L.n, k = L.k, r = L.r;
+  load(log_K_in, log_prior_in, log_prior_in, first, count, n, m, s.scratch);
+  const vf* lk = s.scratch.log_K.data();
+  const vf* lp = s.scratch.log_prior.data();
+  const vf zero = splat(0.0f), minus_inf = splat(-kInf);
+  vf dp = zero, bdp = zero, sp = zero, bsp = zero, mp = zero;
+  vi games = vi{} == 0;
+  const int full = (1 << r) - 1;
+  for (int i = 0; i < r && (want & (kWantDp | kWantSp)); ++i) {
+    const int s_i = L.stride[full * r + i];  // position i: record x_{i+1}
+    if (want & kWantDp) dp = larger(dp, spread_along(lk, nullptr, n, m, k, s_i));
+    if (want & kWantSp) sp = larger(sp, ratio_spread(lk, nullptr, n, m, k, s_i, L.def));
+  }
+  if (want & (kWantConditionals | kWantBsp | kWantGames)) {
+    for (int T = 1; T <= full; ++T) {
+      const int entries = L.size[T];
+      const int* partial = L.partial.data() + T * n;
+      vf* cond = s.cond.data();
+      vi* mass = s.mass.data();
+      if (T == full) {  // nothing to marginalise: P[y | x] = K[x, y] where π(x) > 0
+        for (int x = 0; x < n; ++x) {
+          mass[x] = lp[x] > minus_inf;
+          for (int y = 0; y < m; ++y) cond[x * m + y] = mass[x] ? lk[x * m + y] : minus_inf;
+        }
+      } else {
+        // log Σ_rest e^{joint}: the group's maximum, then the sum of e^{joint − max}
+        vf* top = s.top.data();
+        vf* total = s.total.data();
+        vf* prior_top = s.prior_top.data();
+        vf* prior_total = s.prior_total.data();
+        for (int c = 0; c < entries; ++c) {
+          prior_top[c] = minus_inf;
+          prior_total[c] = zero;
+          for (int y = 0; y < m; ++y) {
+            top[c * m + y] = minus_inf;
+            total[c * m + y] = zero;
+          }
+        }
+        for (int x = 0; x < n; ++x) {
+          const int c = partial[x];
+          prior_top[c] = larger(prior_top[c], lp[x]);
+          for (int y = 0; y < m; ++y)
+            top[c * m + y] = larger(top[c * m + y], lp[x] + lk[x * m + y]);
+        }
+        for (int x = 0; x < n; ++x) {
+          const int c = partial[x];
+          const vi finite = prior_top[c] > minus_inf;
+          prior_total[c] += exp_bounded(lp[x] - (finite ? prior_top[c] : zero));
+          for (int y = 0; y < m; ++y) {
+            const vf t = top[c * m + y];
+            total[c * m + y] += exp_bounded(lp[x] + lk[x * m + y] - (t > minus_inf ? t : zero));
+          }
+        }
+        for (int c = 0; c < entries; ++c) {
+          const vi has_mass = prior_top[c] > minus_inf;
+          mass[c] = has_mass;
+          const vf den = has_mass ? prior_top[c] + log_positive(has_mass ? prior_total[c]
+                                                                          : splat(1.0f))
+                                  : zero;
+          for (int y = 0; y < m; ++y) {
+            const vf t = top[c * m + y];
+            const vi occurs = t > minus_inf;
+            const vf num = t + log_positive(occurs ? total[c * m + y] : splat(1.0f));
+            cond[c * m + y] = (has_mass & occurs) ? num - den : minus_inf;
+          }
+        }
+      }
+      for (int j = 0; j < r; ++j) {
+        if (!(T >> j & 1)) continue;
+        const int s_i = L.stride[T * r + j];
+        if (want & kWantConditionals) {
+          const vf spread = spread_along(cond, mass, entries, m, k, s_i);
+          bdp = larger(bdp, spread);
+          if (T != full) mp = larger(mp, spread);  // 𝔻_*: records left to the prior
+        }
+        if (want & kWantGames)
+          for (int c = 0; c < entries; ++c) {
+            const int reset = c + (L.def - (c / s_i) % k) * s_i;
+            games &= ~mass[c] | mass[reset];
+          }
+        if (want & kWantBsp)
+          bsp = larger(bsp, ratio_spread(cond, mass, entries, m, k, s_i, L.def));
+      }
+    }
+  }
+  mp = larger(mp, dp);
+  const vf one = splat(1.0f);
+  const vf games_level = games ? one : zero;
+  for (int j = 0; j < kLanes && first + j < count; ++j) {
+    const int64_t i = first + j;
+    out[0][i] = dp[j];
+    out[1][i] = bdp[j];
+    out[2][i] = sp[j];
+    out[3][i] = bsp[j];
+    out[4][i] = mp[j];
+    out[5][i] = games_level[j];
+  }
+}
+
+ffi::Error DatabaseLevels(ffi::Buffer<ffi::F32> log_K, ffi::Buffer<ffi::F32> log_prior,
+                          ffi::ResultBuffer<ffi::F32> dp, ffi::ResultBuffer<ffi::F32> bdp,
+                          ffi::ResultBuffer<ffi::F32> sp, ffi::ResultBuffer<ffi::F32> bsp,
+                          ffi::ResultBuffer<ffi::F32> mp, ffi::ResultBuffer<ffi::F32> games,
+                          int32_t k, int32_t r, int32_t def, int32_t want) {
+  const auto dims = log_K.dimensions();
+  if (dims.size() < 2) return ffi::Error::InvalidArgument("log_K must have shape (..., n, m)");
+  const int n = static_cast<int>(dims[dims.size() - 2]);
+  const int m = static_cast<int>(dims[dims.size() - 1]);
+  if (k < 1 || r < 1 || r > 12 || def < 0 || def >= k)
+    return ffi::Error::InvalidArgument("bad records layout");
+  const Layout layout(k, r, def);
+  if (n != layout.n || m < 1) return ffi::Error::InvalidArgument("log_K needs k^r rows");
+  const int64_t count = static_cast<int64_t>(log_K.element_count()) / (n * m);
+  if (static_cast<int64_t>(log_prior.element_count()) != count * n ||
+      static_cast<int64_t>(dp->element_count()) != count)
+    return ffi::Error::InvalidArgument("log_prior and the levels must match log_K");
+  DatabaseScratch scratch(n, m);
+  float* const out[6] = {dp->typed_data(), bdp->typed_data(), sp->typed_data(),
+                         bsp->typed_data(), mp->typed_data(), games->typed_data()};
+  for (int64_t first = 0; first < count; first += kLanes)
+    database_block(log_K.typed_data(), log_prior.typed_data(), first, count, m, want, layout,
+                   scratch, out);
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxprivDatabaseLevels, DatabaseLevels,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Attr<int32_t>("k")
+                                  .Attr<int32_t>("r")
+                                  .Attr<int32_t>("default")
+                                  .Attr<int32_t>("want"));
+
+// ---------------------------------------------------------------------------------------------
 // The sweep's mechanism sampler (jaxpriv.samplers.sample_log_K), written for the CPU.
 //
 // Same draws as the JAX sampler: every random word is the counter hash of its index keyed by
