@@ -102,9 +102,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--count", type=int, default=1_000_000, help="mechanisms per relation")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--chunk", type=int, default=None,
-                   help="mechanisms per step (default: from --memory-mb)")
+                   help="mechanisms per step, the unit of checkpoints (default: 2^24 entries "
+                   "of K, at most 2^20 mechanisms: 262,144 at n = m = 8)")
     p.add_argument("--memory-mb", type=_finite, default=1024.0,
-                   help="device memory budget that sets the chunk size (default 1024)")
+                   help="device memory budget that sets the block size, what is live at "
+                   "once (default 1024)")
     p.add_argument("--bins", type=int, default=40, help="premise bins (default 40)")
     p.add_argument("--k", type=int, default=2,
                    help="values per record, for relations between database-level notions "
@@ -168,7 +170,7 @@ def _parser() -> argparse.ArgumentParser:
                    "in '*', e.g. R1,R5 or 'R1*' (default all)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--memory-mb", type=_finite, default=1024.0,
-                   help="device memory budget of the sweeps' chunks (default 1024)")
+                   help="device memory budget of the sweeps' blocks (default 1024)")
     p.add_argument("--workers", type=int, default=None,
                    help="relations audited at once, each in its own process (default: one per "
                         "CPU core; 1 on a GPU); results do not depend on it")

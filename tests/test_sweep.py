@@ -152,13 +152,21 @@ def test_r6_violations_are_found_by_the_sweep(tmp_path):
         assert v["slack"] < 1 and v["premise"] <= 1.0
 
 
-def test_memory_is_bounded_by_the_chunk():
-    small = sweep.make_config("R1", 8, 8, 10_000, memory_mb=64)
-    large = sweep.make_config("R1", 8, 8, 1_000_000_000, memory_mb=64)
-    assert small.chunk == large.chunk <= 64 * 2**20 // (4 * 64 * 64) + jax.device_count()
+def test_memory_is_bounded_by_the_block():
+    """What is live at once is a block per device (the chunk is a loop over blocks): the
+    memory budget sets the block; the state does not grow with the count; the chunk is
+    STEP_ENTRIES entries of K, with 16 candidates per 65,536 mechanisms."""
+    small = sweep.make_config("R1", 8, 8, 10_000, memory_mb=1)
+    large = sweep.make_config("R1", 8, 8, 1_000_000_000, memory_mb=1)
+    assert small.block == large.block == 2**20 // (4 * 64 * 64)
     shapes = [leaf.shape for leaf in jax.tree_util.tree_leaves(sweep.initial_state(large))]
     assert shapes == [leaf.shape for leaf in
                       jax.tree_util.tree_leaves(sweep.initial_state(small))]
+    default = sweep.make_config("R1", 8, 8, 10**8)
+    assert default.block == 1024 and default.chunk == 2**24 // 64
+    assert default.candidates == 64
+    assert sweep.make_config("R1", 2, 2, 10**8).chunk == 2**20
+    assert sweep.make_config("R1", 8, 8, 3000).candidates == 16
 
 
 @pytest.mark.parametrize("args, message", [
@@ -277,3 +285,16 @@ def test_candidate_lists_rank_by_slack_then_index_with_empty_entries_last():
     ranked = np.asarray(sweep._candidate_slack(jnp.array([jnp.nan, -0.0, 0.0, 1.0])))
     assert ranked[0] == -np.inf and ranked[1:].tolist() == [0.0, 0.0, 1.0]
     assert not np.signbit(ranked[1])
+
+
+def test_a_chunk_smaller_than_its_candidates_sends_every_mechanism():
+    """Blocks of 8 offer 8 candidates each (fewer than the 16 asked for: the device's list is
+    padded with empty entries): every mechanism of a 16-mechanism chunk comes back, lowest
+    slack first, none of them empty."""
+    config = sweep.make_config("R2", 3, 3, 64, chunk=16, block=8, candidates=16)
+    step = sweep.make_step(config)
+    state, candidates = step(sweep.initial_state(config), jnp.int32(1))
+    index = np.asarray(candidates.index)
+    assert sorted(index.tolist()) == list(range(16, 32))
+    slack = np.asarray(candidates.score)
+    assert np.all(slack[:-1] <= slack[1:])
