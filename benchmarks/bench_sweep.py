@@ -1,7 +1,7 @@
 """End-to-end sweep throughput (sample + evaluate + accumulate), per relation.
 
-Usage: python benchmarks/bench_sweep.py [--relations R1 R5] [--n 8] [--count 1000000]
-    [--chunk 65536] [--k 2 --r 3] [--cpu-devices N] [--json results.json]
+Usage: python benchmarks/bench_sweep.py [--relations R1 R5] [--n 8] [--count 4000000]
+    [--chunk N] [--k 2 --r 3] [--cpu-devices N] [--json results.json]
 
 Times the chunk steps after one warm-up (compile) step, so the figure is the steady-state rate,
 for the sweep as shipped (fused screening kernel where it covers the relation) and, in the same
@@ -127,8 +127,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--relations", nargs="+", default=["R1", "R2", "R3", "R4", "R5", "R6"])
     parser.add_argument("--n", type=int, default=8)
-    parser.add_argument("--count", type=int, default=1_000_000)
-    parser.add_argument("--chunk", type=int, default=65_536)
+    parser.add_argument("--count", type=int, default=4_000_000)
+    parser.add_argument("--chunk", type=int, default=None,
+                        help="mechanisms per step (default: the sweep's, sweep.STEP_ENTRIES)")
     parser.add_argument("--cpu-devices", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--k", type=int, default=2, help="database relations: values per "
                         "record (n = k^r secrets; default 2)")
@@ -137,7 +138,8 @@ def main():
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
     jax.config.update("jax_num_cpu_devices", args.cpu_devices)
-    print(f"{cpu_name()}; devices: {jax.devices()}; n = m = {args.n}")
+    chunk = args.chunk or "the sweep's default"
+    print(f"{cpu_name()}; devices: {jax.devices()}; n = m = {args.n}; chunk: {chunk}")
     screen = screen_rate(args.n)
     numpy_rate = numpy_sweep_rate(args.n)
     print(f"fused screen alone {screen:,.0f} mech/s; NumPy float64 sweep (sampling included) "

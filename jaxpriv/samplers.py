@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -93,15 +93,23 @@ def random_bits(key: PRNGKeyArray, shape: tuple[int, ...]) -> UInt32[Array, "...
     size = math.prod(shape)
     if size >= 2**32:
         raise ValueError(f"random_bits draws at most 2**32 - 1 words at once, asked for {size}")
-    seed = jax.random.bits(key, (2,), jnp.uint32)
-    index = jax.lax.iota(jnp.uint32, size).reshape(shape)
+    return _words(jax.random.bits(key, (2,), jnp.uint32), shape)
+
+
+def _words(seed: UInt32[Array, "2"], shape: tuple[int, ...]) -> UInt32[Array, "..."]:
+    """:func:`random_bits` from its two seed words."""
+    index = jax.lax.iota(jnp.uint32, math.prod(shape)).reshape(shape)
     return _mix32(_mix32(index + seed[0]) ^ seed[1])
 
 
 def uniform(key: PRNGKeyArray, shape: tuple[int, ...], minval=0.0, maxval=1.0
             ) -> Float[Array, "..."]:
     """Uniform on the open interval ``(minval, maxval)`` (JAX's default float dtype)."""
-    unit = unit_interval(random_bits(key, shape)).astype(jnp.result_type(float))
+    return _uniform_of(random_bits(key, shape), minval, maxval)
+
+
+def _uniform_of(words, minval=0.0, maxval=1.0):
+    unit = unit_interval(words).astype(jnp.result_type(float))
     return minval + (maxval - minval) * unit  # exactly ``unit`` for the default (0, 1)
 
 
@@ -158,8 +166,7 @@ def sample_log_K(key: PRNGKeyArray, count: int, n: int, m: int, sparse_fraction:
     if _draws_natively(kernel):
         from jaxpriv import native
 
-        seeds = jnp.stack([jax.random.bits(k, (2,), jnp.uint32) for k in keys])
-        return native.sample_log_K(seeds, count, n, m, sparse_fraction)
+        return native.sample_log_K(_seed_words(keys), count, n, m, sparse_fraction)
     kind = jnp.floor(uniform(keys[0], (count, 1, 1), 0.0, 3.0))
     z = normal(keys[1], (count, n, m))
     u = uniform(keys[2], (count, n, m))
@@ -229,18 +236,10 @@ def sample(key: PRNGKeyArray, count: int, spec: SamplerSpec, kernel: str = "xla"
     """A batch of ``count`` random mechanisms drawn per ``spec`` (dtype: JAX's default float);
     ``kernel`` as in :func:`sample_log_K` (the native sampler draws the prior and belief too,
     :func:`jaxpriv.native.sample_prior`, from the words this function's JAX code draws)."""
+    if _draws_natively(kernel):
+        return sample_seeded(draw_seeds(key, spec, kernel), count, spec, kernel)
     k_K, k_prior, k_belief, k_values = jax.random.split(key, 4)
     log_K = sample_log_K(k_K, count, spec.n, spec.m, spec.sparse_fraction, kernel)
-    random_prior = spec.prior != "uniform" or spec.prior_zero_fraction > 0 \
-        or spec.belief_eps_max > 0
-    if random_prior and _draws_natively(kernel):
-        from jaxpriv import native
-
-        log_prior, log_belief = native.sample_prior(
-            prior_seeds(k_prior, k_belief), count, spec.n, spec.prior, spec.eps_max,
-            spec.prior_zero_fraction, spec.belief_eps_max)
-        return Mechanism(log_K, log_prior, log_belief, _values(k_values, count, spec),
-                         spec.records)
     log_prior = sample_log_prior(k_prior, count, spec.n, spec.prior, spec.eps_max)
     if spec.prior_zero_fraction > 0:
         log_prior = _with_zeros(jax.random.fold_in(k_prior, 1), log_prior,
@@ -252,6 +251,62 @@ def sample(key: PRNGKeyArray, count: int, spec: SamplerSpec, kernel: str = "xla"
         size = uniform(k2, (count, 1), 0.0, spec.belief_eps_max)
         log_belief = _normalize_rows(log_prior + size * tilt)
     return Mechanism(log_K, log_prior, log_belief, _values(k_values, count, spec), spec.records)
+
+
+class NativeSeeds(NamedTuple):
+    """Every seed word (:func:`random_bits`' two per draw) of one :func:`sample` call by the
+    native sampler: ``log_K``'s 8 draws (:func:`sample_log_K`'s order), the prior's and belief's
+    10 (:func:`prior_seeds`; ``None`` for a fixed uniform prior), the values' 2 (``None``
+    without values)."""
+
+    log_K: UInt32[Array, "8 2"]
+    prior: UInt32[Array, "10 2"] | None
+    values: UInt32[Array, "2 2"] | None
+
+
+def draw_seeds(key: PRNGKeyArray, spec: SamplerSpec, kernel: str = "xla"
+               ) -> NativeSeeds | PRNGKeyArray:
+    """What :func:`sample_seeded` needs of ``key``: for the native sampler, every seed word of
+    the draw (a few hundred tiny integer operations, best done for many blocks at once under
+    ``vmap``: one at a time they cost more than drawing the block), else ``key`` itself.
+    ``sample_seeded(draw_seeds(key, spec, kernel), count, spec, kernel)`` is
+    ``sample(key, count, spec, kernel)``, bit for bit."""
+    if not _draws_natively(kernel):
+        return key
+    k_K, k_prior, k_belief, k_values = jax.random.split(key, 4)
+    return NativeSeeds(_seed_words(jax.random.split(k_K, 8)),
+                       prior_seeds(k_prior, k_belief) if _random_prior(spec) else None,
+                       _seed_words(jax.random.split(k_values)) if spec.values else None)
+
+
+def sample_seeded(seeds: NativeSeeds | PRNGKeyArray, count: int, spec: SamplerSpec,
+                  kernel: str = "xla") -> Mechanism:
+    """:func:`sample` from :func:`draw_seeds`' result."""
+    if not isinstance(seeds, NativeSeeds):
+        return sample(seeds, count, spec, kernel)
+    from jaxpriv import native
+
+    log_K = native.sample_log_K(seeds.log_K, count, spec.n, spec.m, spec.sparse_fraction)
+    if seeds.prior is None:
+        log_prior = log_belief = jnp.full((count, spec.n), -jnp.log(float(spec.n)))
+    else:
+        log_prior, log_belief = native.sample_prior(
+            seeds.prior, count, spec.n, spec.prior, spec.eps_max, spec.prior_zero_fraction,
+            spec.belief_eps_max)
+    values = None
+    if seeds.values is not None:
+        rate = _uniform_of(_words(seeds.values[0], (count, 1)), 0.05, 0.5)
+        values = jnp.where(_uniform_of(_words(seeds.values[1], (count, spec.m))) < rate,
+                           10.0, 0.0)
+    return Mechanism(log_K, log_prior, log_belief, values, spec.records)
+
+
+def _random_prior(spec: SamplerSpec) -> bool:
+    return spec.prior != "uniform" or spec.prior_zero_fraction > 0 or spec.belief_eps_max > 0
+
+
+def _seed_words(keys) -> UInt32[Array, "k 2"]:
+    return jnp.stack([jax.random.bits(k, (2,), jnp.uint32) for k in keys])
 
 
 def _values(key: PRNGKeyArray, count: int, spec: SamplerSpec) -> Float[Array, "count m"] | None:
@@ -271,5 +326,4 @@ def prior_seeds(k_prior: PRNGKeyArray, k_belief: PRNGKeyArray) -> UInt32[Array, 
     k_normal, k_uniform = jax.random.split(k2)
     zeros = jax.random.split(jax.random.fold_in(k_prior, 1), 3)
     tilt, size = jax.random.split(k_belief)
-    keys = (k1, k2, k_normal, k_uniform, k3, *zeros, tilt, size)
-    return jnp.stack([jax.random.bits(k, (2,), jnp.uint32) for k in keys])
+    return _seed_words((k1, k2, k_normal, k_uniform, k3, *zeros, tilt, size))

@@ -333,15 +333,14 @@ def make_step(config: SweepConfig, relation=None,
 
     candidates_per_block = min(config.candidates, config.block, BLOCK_CANDIDATES)
 
-    def block(block_index):
+    def evaluate_block(block_index, seeds):
         """One block: identical shapes and program on every device, hence identical bits.
         The block is reduced where it is drawn — its best mechanism per cell, its lowest-slack
         mechanism and candidates, its counts — and folded into its device's running results,
         so the block's mechanisms never leave it (folding blocks, then devices in
         :func:`step`, gives what one fold over the whole chunk gives: maxima, minima and top-k
         with ties to the smallest index)."""
-        mech = samplers.sample(jax.random.fold_in(base_key, block_index), config.block, spec,
-                               kernel=sampler)
+        mech = samplers.sample_seeded(seeds, config.block, spec, kernel=sampler)
         values = mech.values if mech.values is not None else jnp.zeros(
             (config.block, config.m), jnp.float32)
         levels = None
@@ -380,9 +379,9 @@ def make_step(config: SweepConfig, relation=None,
         few lowest-slack mechanisms are stacked (a few per block) and the device's candidates
         picked from them after the loop (merging them into the carry block by block cost 7% at
         64 candidates, 31% at 256)."""
-        def fold_block(carry, block_index):
+        def fold_block(carry, block):
             envelope, worst, counts, evaluated = carry
-            more = block(block_index)
+            more = evaluate_block(*block)
             return (_keep_better(envelope, more[0]), _keep_better(worst, more[1]),
                     counts + more[2], evaluated + more[3]), more[4]
 
@@ -391,7 +390,11 @@ def make_step(config: SweepConfig, relation=None,
                  jnp.zeros((), jnp.int32))
         empty = jax.tree_util.tree_map(  # the carry varies over the devices' axis
             lambda a: jax.lax.pcast(a, ("batch",), to="varying"), empty)
-        carry, found = jax.lax.scan(fold_block, empty, block_indices)
+        # every block's seed words at once: one by one, their few hundred tiny integer
+        # operations cost more than drawing the block (R1 at n = m = 8: X -> Ye6/s)
+        seeds = jax.vmap(lambda i: samplers.draw_seeds(jax.random.fold_in(base_key, i), spec,
+                                                       sampler))(block_indices)
+        carry, found = jax.lax.scan(fold_block, empty, (block_indices, seeds))
         found = _flat(found)
         if found.score.shape[0] < config.candidates:  # too few offers: pad with empty entries
             found = jax.tree_util.tree_map(
