@@ -581,9 +581,45 @@ def check(relation: Relation, mech: Mechanism, *, parameter=None, rtol: float = 
       a :class:`CheckResult` of float64 numpy arrays.
     """
     with jax.enable_x64(True):
-        result = evaluate(relation, mech.astype(jnp.float64), parameter=parameter, rtol=rtol,
-                          atol=atol, **options)
+        mech = mech.astype(jnp.float64)
+        compiled = _compiled_check(relation, parameter is None, rtol, atol, options)
+        if compiled is not None:
+            try:
+                arrays = compiled(mech, 0.0 if parameter is None else parameter)
+                return CheckResult(relation.id, *(np.asarray(a) for a in arrays))
+            except jax.errors.JAXTypeError:  # a notion or bound that only runs op by op
+                _not_compiled.add(_check_key(relation, parameter is None, rtol, atol, options))
+        result = evaluate(relation, mech, parameter=parameter, rtol=rtol, atol=atol, **options)
         return CheckResult(relation.id, *(np.asarray(a) for a in result[1:]))
+
+
+_compiled_checks: dict[Any, Callable] = {}
+_not_compiled: set[Any] = set()
+
+
+def _check_key(relation, measured: bool, rtol, atol, options):
+    try:
+        key = (relation, measured, rtol, atol, tuple(sorted(options.items())))
+        hash(key)
+        return key
+    except TypeError:  # an unhashable option: not cached
+        return None
+
+
+def _compiled_check(relation, measured: bool, rtol, atol, options):
+    """:func:`check`'s arithmetic as one compiled program per relation and options (op by op,
+    a database relation's float64 check compiled dozens of small programs, ~1 s), or ``None``
+    where it cannot be cached or compiled."""
+    key = _check_key(relation, measured, rtol, atol, options)
+    if key is None or key in _not_compiled:
+        return None
+    if key not in _compiled_checks:
+        def run(mech, parameter):
+            result = evaluate(relation, mech, parameter=None if measured else parameter,
+                              rtol=rtol, atol=atol, **options)
+            return tuple(result[1:])
+        _compiled_checks[key] = jax.jit(run)
+    return _compiled_checks[key]
 
 
 def level(key: str, mech: Mechanism, **params: Any):

@@ -57,7 +57,8 @@ import numpy as np
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from jaxpriv import catalog, certify, io, registry, retractions, runstate, statistical_audit
+from jaxpriv import (catalog, certify, fused, io, registry, retractions, runstate,
+                     statistical_audit)
 from jaxpriv.errors import InputError
 from jaxpriv.mechanisms import Mechanism, Records
 
@@ -511,7 +512,8 @@ def make_segment(config: SearchConfig, optimizer: optax.GradientTransformation):
     # the state comes back whole on every device (and every process of a group), for the host
     # side's checkpoints and re-checks; the next segment takes each device's share of it
     whole = NamedSharding(mesh, PartitionSpec())
-    return jax.jit(segment, donate_argnums=0, in_shardings=whole, out_shardings=whole)
+    return jax.jit(segment, donate_argnums=0, in_shardings=whole, out_shardings=whole,
+                   compiler_options=fused.program_options(config.n, config.m))
 
 
 def _explore(config: SearchConfig, state: SearchState) -> SearchState:
@@ -638,7 +640,9 @@ def float64_scores(config: SearchConfig, params: Params) -> np.ndarray:
     with jax.enable_x64(True):
         p64 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), params)
         grid = jnp.asarray(config.grid, jnp.float64)
-        return np.asarray(jax.jit(jax.vmap(jax.vmap(score, in_axes=(0, None))))(p64, grid))
+        return np.asarray(jax.jit(jax.vmap(jax.vmap(score, in_axes=(0, None))),
+                                  compiler_options=fused.program_options(config.n, config.m))(
+            p64, grid))
 
 
 def _checked_candidates(config: SearchConfig, params: Params
@@ -653,7 +657,8 @@ def _checked_candidates(config: SearchConfig, params: Params
         return mechs, tuple(registry.evaluate(relation, mechs, **options)[1:])
 
     with jax.enable_x64(True):
-        mechs, arrays = jax.jit(build_and_check)(params)
+        mechs, arrays = jax.jit(build_and_check, compiler_options=fused.program_options(
+            config.n, config.m))(params)
         return mechs, registry.CheckResult(relation.id, *(np.asarray(a) for a in arrays))
 
 

@@ -422,7 +422,7 @@ def make_step(config: SweepConfig, relation=None,
                           state.cell_count + jnp.sum(counts, axis=0),
                           state.evaluated + jnp.sum(evaluated)), candidates
 
-    xla_options = fused.compiler_options(config.n, config.m)
+    xla_options = fused.program_options(config.n, config.m)
     # state and candidates whole on every device (and every process of a group)
     return jax.jit(step, donate_argnums=0, compiler_options=xla_options,
                    out_shardings=NamedSharding(mesh, PartitionSpec()))

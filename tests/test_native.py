@@ -163,7 +163,8 @@ def test_a_failed_build_names_the_compiler_error_and_warns_once(monkeypatch, tmp
     try:
         with pytest.raises(RuntimeError, match="no such header"):
             native.build()
-        assert not list((tmp_path / "cache" / "native").iterdir())  # no partial library left
+        left = [p.name for p in (tmp_path / "cache" / "native").iterdir()]
+        assert all(name.endswith(".lock") for name in left), left  # no partial library left
         with pytest.warns(native.NativeKernelWarning, match="using the XLA kernel.*no such header"):
             assert not native.available()
         with warnings.catch_warnings():
@@ -364,3 +365,26 @@ def test_levels_without_abp_are_the_same_levels(native_built, shape):
     np.testing.assert_array_equal(picked.mbp, full[1])
     with pytest.raises(ValueError, match="unknown fields"):
         fused.record_levels(*args, fields={"abp", "xi"})
+
+
+def test_processes_building_at_once_build_once(monkeypatch, tmp_path):
+    """Two processes that need the library at the same moment (an audit's workers): one
+    compiles, the other waits for it and loads the same file."""
+    import subprocess
+    import sys
+    if native._compiler() is None:
+        pytest.skip("no C++ compiler on this machine")
+    monkeypatch.setenv("JAXPRIV_CACHE", str(tmp_path))
+    log = tmp_path / "compiles.log"
+    wrapper = tmp_path / "counting-c++"
+    wrapper.write_text(f"#!/bin/sh\n[ \"$1\" = --version ] || echo run >> {log}\n"
+                       f"exec {native._compiler()} \"$@\"\n")
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("CXX", str(wrapper))
+    code = "from jaxpriv import native; print(native.build())"
+    runs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+            for _ in range(2)]
+    paths = {run.communicate(timeout=600)[0].strip() for run in runs}
+    assert all(run.returncode == 0 for run in runs)
+    assert len(paths) == 1 and os.path.exists(paths.pop())
+    assert log.read_text().count("run") == 1

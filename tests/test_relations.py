@@ -4,6 +4,7 @@ import re
 import math
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -172,3 +173,39 @@ def test_every_certificate_links_to_its_proof():
             continue
         page, _, anchor = relation.proof.partition("#")
         assert page == "docs/certified.md" and anchor in anchors, (relation.id, relation.proof)
+
+
+def test_check_is_one_compiled_program_and_falls_back_op_by_op():
+    """registry.check compiles a relation's float64 arithmetic once per relation and options
+    (the same numbers as op by op); a bound that only runs op by op (here: it reads its
+    argument with NumPy) is checked op by op, with the same result, and stays so."""
+    import dataclasses
+
+    from jaxpriv import registry
+    mech = Mechanism.from_K(families.randomized_response(0.7).K[None].repeat(3, 0)
+                            * np.array([1.0, 1.0, 1.0])[:, None, None])
+    compiled = registry.check(relations.R2, mech)
+    with jax.enable_x64(True):
+        eager = registry.evaluate(relations.R2, mech.astype(np.float64))
+    for got, want in zip(compiled[1:], eager[1:]):
+        np.testing.assert_allclose(got, np.asarray(want), rtol=1e-12)
+
+    premise = registry.notion(relations.R2.premise)
+
+    def premise_by_numpy(mech):  # a plugin's notion that runs op by op only
+        return jnp.asarray(np.asarray(premise.evaluate(mech)))
+
+    registry.register(registry.Notion("ldp_numpy", premise_by_numpy, doc="via NumPy",
+                                      source="test"))
+    by_hand = dataclasses.replace(relations.R2, id="R2NUMPY", premise="ldp_numpy")
+    registry.register(by_hand)
+    try:
+        for _ in range(2):
+            result = registry.check(by_hand, mech)
+            for got, want in zip(result[1:], compiled[1:]):
+                np.testing.assert_allclose(got, want, rtol=1e-12)
+        assert registry._check_key(by_hand, True, registry.RTOL, registry.ATOL, {}) in \
+            registry._not_compiled
+    finally:
+        registry.unregister("R2NUMPY")
+        registry.unregister("ldp_numpy")

@@ -33,6 +33,7 @@ Examples:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -41,6 +42,7 @@ import platform
 import shutil
 import subprocess
 import tempfile
+import time
 import warnings
 from pathlib import Path
 
@@ -320,6 +322,39 @@ def build(march: str = "native") -> Path:
     if compiler is None:
         raise RuntimeError("no C++ compiler found (set CXX, or install g++ or clang++)")
     target.parent.mkdir(parents=True, exist_ok=True)
+    with _build_lock(target):
+        if target.exists():  # another process built it while this one waited
+            return target
+        return _compile(compiler, march, target)
+
+
+@contextlib.contextmanager
+def _build_lock(target: Path):
+    """One build at a time per library (processes starting together, e.g. an audit's workers,
+    would otherwise each spend the build's seconds of CPU on the same file); a holder that
+    never lets go is waited for no longer than a build may take."""
+    try:
+        import fcntl
+    except ImportError:  # no advisory locks here: concurrent builds stay safe, only wasteful
+        yield
+        return
+    with open(target.with_suffix(".lock"), "a") as lock:
+        deadline = time.monotonic() + BUILD_TIMEOUT_S + 30
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    break  # build anyway: the rename below keeps it safe
+                time.sleep(0.1)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _compile(compiler: str, march: str, target: Path) -> Path:
     handle, partial = tempfile.mkstemp(suffix=".so", dir=target.parent)
     os.close(handle)
     command = [compiler, *FLAGS, f"-march={march}", "-I", jax.ffi.include_dir(), str(SOURCE),
