@@ -163,7 +163,7 @@ def sample_log_K(key: PRNGKeyArray, count: int, n: int, m: int, sparse_fraction:
     values equal to float32 rounding); ``"auto"`` uses it where :func:`native_sampler_applies`.
     """
     keys = jax.random.split(key, 8)
-    if _draws_natively(kernel):
+    if draws_natively(kernel):
         from jaxpriv import native
 
         return native.sample_log_K(_seed_words(keys), count, n, m, sparse_fraction)
@@ -185,7 +185,7 @@ def sample_log_K(key: PRNGKeyArray, count: int, n: int, m: int, sparse_fraction:
     return _normalize_rows(jnp.where(sparse & drop & ~keep, -jnp.inf, log_w))
 
 
-def _draws_natively(kernel: str) -> bool:
+def draws_natively(kernel: str) -> bool:
     """Whether ``kernel`` (``"xla"``, ``"native"`` or ``"auto"``) draws with the native sampler."""
     if kernel not in ("xla", "native", "auto"):
         raise ValueError(f"kernel must be 'xla', 'native' or 'auto', got {kernel!r}")
@@ -236,7 +236,7 @@ def sample(key: PRNGKeyArray, count: int, spec: SamplerSpec, kernel: str = "xla"
     """A batch of ``count`` random mechanisms drawn per ``spec`` (dtype: JAX's default float);
     ``kernel`` as in :func:`sample_log_K` (the native sampler draws the prior and belief too,
     :func:`jaxpriv.native.sample_prior`, from the words this function's JAX code draws)."""
-    if _draws_natively(kernel):
+    if draws_natively(kernel):
         return sample_seeded(draw_seeds(key, spec, kernel), count, spec, kernel)
     k_K, k_prior, k_belief, k_values = jax.random.split(key, 4)
     log_K = sample_log_K(k_K, count, spec.n, spec.m, spec.sparse_fraction, kernel)
@@ -271,7 +271,7 @@ def draw_seeds(key: PRNGKeyArray, spec: SamplerSpec, kernel: str = "xla"
     ``vmap``: one at a time they cost more than drawing the block), else ``key`` itself.
     ``sample_seeded(draw_seeds(key, spec, kernel), count, spec, kernel)`` is
     ``sample(key, count, spec, kernel)``, bit for bit."""
-    if not _draws_natively(kernel):
+    if not draws_natively(kernel):
         return key
     k_K, k_prior, k_belief, k_values = jax.random.split(key, 4)
     return NativeSeeds(_seed_words(jax.random.split(k_K, 8)),
