@@ -165,9 +165,10 @@ def program_options(n: int, m: int) -> dict[str, str | int] | None:
 
     Measured on a 2-core CPU (2026-11-25), level 1 compiles a search segment 27–37% faster and
     runs it as fast or faster (R5/R7 at the standard budget 14–17% faster, R1 within 3%), a
-    sweep step drawn by the native sampler 7–11% faster at the same speed (R6, whose screen is
-    XLA's, 36% faster); most of a quick audit is compiling. JAX's own sampler, though, runs a
-    third slower at level 1: the sweep keeps :func:`compiler_options` when it draws with it.
+    sweep step drawn and screened natively 7–11% faster at the same speed; most of a quick
+    audit is compiling. JAX's own sampler, though, runs a third slower at level 1, and the
+    reference database notions half as fast: a sweep that draws or screens with XLA keeps
+    :func:`compiler_options`.
     """
     if jax.default_backend() != "cpu":
         return None

@@ -422,10 +422,12 @@ def make_step(config: SweepConfig, relation=None,
                           state.cell_count + jnp.sum(counts, axis=0),
                           state.evaluated + jnp.sum(evaluated)), candidates
 
-    # level 1 (fused.program_options) where the native sampler draws; JAX's own sampler runs
-    # a third slower at level 1 (R1 at n = m = 8: 2.9 -> 1.9e6/s), so it keeps level 3
-    xla_options = (fused.program_options if samplers.draws_natively(sampler)
-                   else fused.compiler_options)(config.n, config.m)
+    # level 1 (fused.program_options) where native kernels draw and screen (what is left to
+    # XLA is small); JAX's own sampler runs a third slower at level 1 (R1 at n = m = 8: 2.9 ->
+    # 1.9e6/s) and the reference database notions half as fast (R7 0.47 -> 0.25e6/s)
+    native = screen_fused and samplers.draws_natively(sampler)
+    xla_options = (fused.program_options if native else fused.compiler_options)(config.n,
+                                                                               config.m)
     # state and candidates whole on every device (and every process of a group)
     return jax.jit(step, donate_argnums=0, compiler_options=xla_options,
                    out_shardings=NamedSharding(mesh, PartitionSpec()))
