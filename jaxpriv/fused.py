@@ -1,4 +1,6 @@
-"""Fused batch kernels: LDP, MBP and ABP (record law, every ``d*``) in one pass, for throughput.
+"""Fused batch kernels: LDP, MBP and ABP (record law, every ``d*``) in one pass, for throughput;
+and the database notions' (DP, BDP, SP, BSP, MP: :func:`database_levels`), all the sweep's
+screens by field name (:func:`screen_levels`, :data:`SCREENS`).
 
 :mod:`jaxpriv.notions` is the reference implementation, written for one mechanism and
 broadcasting over leading batch axes. On a CPU that layout is slow for millions of tiny

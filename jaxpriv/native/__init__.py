@@ -8,7 +8,9 @@ registered with JAX as an XLA FFI target, so it runs inside jitted, sharded prog
 other operation. Where no compiler is found, the build fails, or ``JAXPRIV_NATIVE=0`` is set,
 :func:`available` is ``False`` and :func:`jaxpriv.fused.record_levels` uses its XLA kernel
 (same values to float32 rounding); a failed build says why once, as a
-:class:`NativeKernelWarning`.
+:class:`NativeKernelWarning`. The same library holds the sweep's samplers
+(:func:`sample_log_K`, :func:`sample_prior`) and the database notions' screen
+(:func:`database_levels`, for :func:`jaxpriv.fused.database_levels`).
 
 It is used where the CPU has AVX2 or AVX-512 (8 or 16 mechanisms per vector): with 128-bit
 vectors only, the build is correct but no faster than the XLA kernel, and

@@ -472,7 +472,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxprivRecordLevels, RecordLevels,
                                   .Attr<bool>("with_abp"));
 
 // ---------------------------------------------------------------------------------------------
-// Database-level notions (jaxpriv.fused.database_levels_minor, SPEC §2.6), written for the CPU:
+// Database-level notions (jaxpriv.fused.database_levels, SPEC §2.6), written for the CPU:
 // DP, BDP, the SP and BSP ratio spreads Λ, MP over 004's family 𝔻_* and whether BSP's games
 // exist, for databases of r records with k values each (n = k^r rows in lexicographic order).
 // One lane per mechanism, as above. For every nonempty set T of known positions the
