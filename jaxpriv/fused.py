@@ -40,7 +40,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from jaxpriv import databases, divergences, native
+from jaxpriv import divergences, native, registry
 from jaxpriv.mechanisms import Mechanism, Records
 
 NEG_INF = -jnp.inf
@@ -377,11 +377,10 @@ def database_levels(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n
             if levels[name] is not None:
                 levels[name] = jnp.tanh(0.25 * levels[name])
         return DatabaseLevels(**levels)
+    # elsewhere the reference: the catalog's notion of each field's name (mp over 𝔻_*, its
+    # default family)
     mech = Mechanism(log_K, log_prior, log_prior, None, records)
-    reference = dict(dp=databases.dp, bdp=databases.bdp, sp=databases.sp, bsp=databases.bsp,
-                     mp=databases.mp, bsp_games=lambda mech: databases.bsp_games_defined(
-                         mech).astype(log_K.dtype))
-    return DatabaseLevels(*(reference[name](mech) if name in fields else None
+    return DatabaseLevels(*(registry.notion(name).evaluate(mech) if name in fields else None
                             for name in DatabaseLevels._fields))
 
 

@@ -582,13 +582,14 @@ def check(relation: Relation, mech: Mechanism, *, parameter=None, rtol: float = 
     """
     with jax.enable_x64(True):
         mech = mech.astype(jnp.float64)
-        compiled = _compiled_check(relation, parameter is None, rtol, atol, options)
+        key = _check_key(relation, parameter is None, rtol, atol, options)
+        compiled = _compiled_check(key)
         if compiled is not None:
             try:
                 arrays = compiled(mech, 0.0 if parameter is None else parameter)
                 return CheckResult(relation.id, *(np.asarray(a) for a in arrays))
             except jax.errors.JAXTypeError:  # a notion or bound that only runs op by op
-                _not_compiled.add(_check_key(relation, parameter is None, rtol, atol, options))
+                _not_compiled.add(key)
         result = evaluate(relation, mech, parameter=parameter, rtol=rtol, atol=atol, **options)
         return CheckResult(relation.id, *(np.asarray(a) for a in result[1:]))
 
@@ -606,14 +607,16 @@ def _check_key(relation, measured: bool, rtol, atol, options):
         return None
 
 
-def _compiled_check(relation, measured: bool, rtol, atol, options):
+def _compiled_check(key):
     """:func:`check`'s arithmetic as one compiled program per relation and options (op by op,
     a database relation's float64 check compiled dozens of small programs, ~1 s), or ``None``
-    where it cannot be cached or compiled."""
-    key = _check_key(relation, measured, rtol, atol, options)
+    where it cannot be cached (``key`` None) or compiled."""
     if key is None or key in _not_compiled:
         return None
     if key not in _compiled_checks:
+        relation, measured, rtol, atol, items = key
+        options = dict(items)
+
         def run(mech, parameter):
             result = evaluate(relation, mech, parameter=None if measured else parameter,
                               rtol=rtol, atol=atol, **options)

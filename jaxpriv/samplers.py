@@ -288,17 +288,13 @@ def sample_seeded(seeds: NativeSeeds | PRNGKeyArray, count: int, spec: SamplerSp
 
     log_K = native.sample_log_K(seeds.log_K, count, spec.n, spec.m, spec.sparse_fraction)
     if seeds.prior is None:
-        log_prior = log_belief = jnp.full((count, spec.n), -jnp.log(float(spec.n)))
+        log_prior = log_belief = sample_log_prior(None, count, spec.n, "uniform")
     else:
         log_prior, log_belief = native.sample_prior(
             seeds.prior, count, spec.n, spec.prior, spec.eps_max, spec.prior_zero_fraction,
             spec.belief_eps_max)
-    values = None
-    if seeds.values is not None:
-        rate = _uniform_of(_words(seeds.values[0], (count, 1)), 0.05, 0.5)
-        values = jnp.where(_uniform_of(_words(seeds.values[1], (count, spec.m))) < rate,
-                           10.0, 0.0)
-    return Mechanism(log_K, log_prior, log_belief, values, spec.records)
+    return Mechanism(log_K, log_prior, log_belief, _values_of(seeds.values, count, spec),
+                     spec.records)
 
 
 def _random_prior(spec: SamplerSpec) -> bool:
@@ -310,11 +306,16 @@ def _seed_words(keys) -> UInt32[Array, "k 2"]:
 
 
 def _values(key: PRNGKeyArray, count: int, spec: SamplerSpec) -> Float[Array, "count m"] | None:
-    if not spec.values:
+    return _values_of(_seed_words(jax.random.split(key)) if spec.values else None, count, spec)
+
+
+def _values_of(seeds: UInt32[Array, "2 2"] | None, count: int, spec: SamplerSpec
+               ) -> Float[Array, "count m"] | None:
+    """Output values from their two draws' seed words (``None`` without values)."""
+    if seeds is None:
         return None
-    k1, k2 = jax.random.split(key)
-    rate = uniform(k1, (count, 1), 0.05, 0.5)
-    return jnp.where(uniform(k2, (count, spec.m)) < rate, 10.0, 0.0)
+    rate = _uniform_of(_words(seeds[0], (count, 1)), 0.05, 0.5)
+    return jnp.where(_uniform_of(_words(seeds[1], (count, spec.m))) < rate, 10.0, 0.0)
 
 
 def prior_seeds(k_prior: PRNGKeyArray, k_belief: PRNGKeyArray) -> UInt32[Array, "10 2"]:
