@@ -316,6 +316,25 @@ def test_native_prior_and_belief_are_what_the_jax_sampler_draws(native_built, sp
         native.sample_prior(jnp.zeros((10, 2), jnp.uint32), 4, 2, "beta", 1.0, 0.0, 0.0)
 
 
+@pytest.mark.parametrize("n, kind", [(8, "dirichlet"), (20, "dirichlet"), (5, "close")])
+def test_native_prior_draw_depends_on_the_index_only(native_built, n, kind):
+    """Dirichlet-kind priors are grouped into vectors by whether they are flat (a vector of flat
+    ones skips the Dirichlet draw), and rows are stored through a transpose where a vector holds
+    a row (n <= the vector width; n = 20 goes entry by entry): each mechanism's prior and belief
+    must not depend on its neighbours — prefixes of a 2,500-draw (three tiles) bit for bit."""
+    seeds = jnp.arange(20, dtype=jnp.uint32).reshape(10, 2) * 7919 + 11
+    draw = jax.jit(lambda s, count: native.sample_prior(s, count, n, kind, 3.0, 0.3, 1.0),
+                   static_argnums=1)
+    big = [np.asarray(a) for a in draw(seeds, 2500)]
+    flat = np.all(big[0] == np.float32(-np.log(n)), axis=-1)
+    assert kind != "dirichlet" or 0.4 < flat.mean() < 0.6  # about half flat
+    for part, whole in zip(draw(seeds, 700), big):
+        np.testing.assert_array_equal(part, whole[:700])
+    for i in (0, 15, 1023, 1024, 2499):
+        for part, whole in zip(draw(seeds, i + 1), big):
+            np.testing.assert_array_equal(part[i], whole[i])
+
+
 @pytest.mark.parametrize("shape", [(8, 8), (3, 5)])
 def test_native_sampler_draw_depends_on_the_index_only(native_built, shape):
     """Mechanisms are grouped into vectors by mixture branch, so which mechanisms share a vector

@@ -71,13 +71,19 @@ inline vf exp_bounded(vf x) {
 }
 
 // log x for finite x > 0 (subnormals included). Cephes logf: x = f·2^e with f in
-// [√½, √2), log f by a degree-9 polynomial in f − 1; about 1 ulp.
+// [√½, √2), log f by a degree-9 polynomial in f − 1; about 1 ulp. kNormal: the caller knows
+// x >= the smallest normal float (the sampler's logs), and the same bits come without the
+// subnormal case's four operations.
+template <bool kNormal = false>
 inline vf log_positive(vf x) {
-  const vi subnormal = x < kSmallest;
-  x = subnormal ? x * 8388608.0f : x;
+  vi subnormal{};
+  if (!kNormal) {
+    subnormal = x < kSmallest;
+    x = subnormal ? x * 8388608.0f : x;
+  }
   const vi u = (vi)x;
-  vf e = __builtin_convertvector(((u >> 23) & 0xff) - 126, vf) -
-         (subnormal ? splat(23.0f) : splat(0.0f));
+  vf e = __builtin_convertvector(((u >> 23) & 0xff) - 126, vf);
+  if (!kNormal) e = e - (subnormal ? splat(23.0f) : splat(0.0f));
   vf f = as_float((u & 0x007fffff) | 0x3f000000);  // in [0.5, 1)
   const vi low = f < 0.707106781186547524f;
   e = low ? e - 1.0f : e;
@@ -793,7 +799,7 @@ inline bool any(vi mask) {
 
 // erf⁻¹(x) for |x| < 1: Giles' single-precision approximation, as XLA computes it.
 inline vf erf_inverse(vf x) {
-  const vf w0 = -log_positive((1.0f - x) * (1.0f + x));
+  const vf w0 = -log_positive<true>((1.0f - x) * (1.0f + x));  // >= 2^-23
   const vi lt = w0 < 5.0f;
   static constexpr float small[9] = {2.81022636e-08f, 3.43273939e-07f, -3.5233877e-06f,
                                      -4.39150654e-06f, 0.00021858087f, -0.00125372503f,
@@ -828,15 +834,15 @@ struct LogGamma {
   LogGamma() = default;
   explicit LogGamma(vf concentration) {
     const vf shape = 1.0f + concentration;
-    log_shape = log_positive(shape);
+    log_shape = log_positive<true>(shape);
     cube_base = 1.0f - 1.0f / (9.0f * shape);
     cube_scale = 1.0f / (3.0f * square_root(shape));
     inverse_concentration = 1.0f / concentration;
   }
   vf operator()(vf z, vf u) const {
     const vf cube = cube_base + z * cube_scale;
-    return log_shape + 3.0f * log_positive(larger(cube, splat(1e-3f))) +
-           log_positive(u) * inverse_concentration;
+    return log_shape + 3.0f * log_positive<true>(larger(cube, splat(1e-3f))) +
+           log_positive<true>(u) * inverse_concentration;  // u >= 2^-24
   }
 };
 
@@ -846,8 +852,19 @@ inline void normalize(vf* row, int n) {
   for (int d = 1; d < n; ++d) top = larger(top, row[d]);
   vf total = splat(0.0f);
   for (int d = 0; d < n; ++d) total += exp_bounded(row[d] - top);
-  const vf lse = top + log_positive(total);
+  const vf lse = top + log_positive<true>(total);  // total >= 1: the top entry's e^0
   for (int d = 0; d < n; ++d) row[d] = row[d] - lse;
+}
+
+// normalize() of a randomized-response row (rr at w = d, 0 or −∞ elsewhere; rr > 0, so it is
+// the row's largest entry): the same sum in the same order, bit for bit, with one exp for the
+// whole row instead of one per entry (e^0 is exactly 1 and e^{−∞} exactly 0 in exp_bounded).
+inline void normalize_response(vf* row, int m, int d, vf rr) {
+  const vf off = exp_bounded(-rr), zero = splat(0.0f);
+  vf total = zero;
+  for (int w = 0; w < m; ++w) total += w == d ? splat(1.0f) : (row[w] == -kInf ? zero : off);
+  const vf lse = rr + log_positive<true>(total);  // total >= 1
+  for (int w = 0; w < m; ++w) row[w] = row[w] - lse;
 }
 
 constexpr int kDirichlet = 0, kGaussian = 1, kResponse = 2;
@@ -924,7 +941,11 @@ void sample_lanes(const uint32_t* seeds, vu b, int n_, int m_, float* out, std::
         const vi dropped = (vi)row[m + w] & (row[w] < top);  // never a row's largest entry
         row[w] = dropped ? minus_inf : row[w];
       }
-    normalize(row.data(), m);
+    if (kKind == kResponse) {
+      normalize_response(row.data(), m, d, rr);
+    } else {
+      normalize(row.data(), m);
+    }
     for (int w = 0; w < m; ++w) lanes[d * m + w] = row[w];
   }
   store_lanes(lanes, n * m, b, out);
@@ -1019,19 +1040,49 @@ namespace {
 
 constexpr int kPriorUniform = 0, kPriorClose = 1, kPriorDirichlet = 2;
 
-inline void store_rows(const vf* row, int n, vu b, int64_t count, float* out) {
+// Each lane's row (row[d][j]: entry d of mechanism b[j]) to out[b[j]·n + d], by the loader's
+// transpose and one masked store per mechanism where a vector holds a row (n <= kLanes), else
+// entry by entry. Lanes may repeat an index (the same values, written twice).
+inline void store_rows(const vf* row, int n, vu b, float* out) {
+#if defined(__AVX512F__)
+  if (n <= kLanes) {
+    __m512 rows[kLanes];
+    for (int q = 0; q < kLanes; ++q) rows[q] = q < n ? (__m512)row[q] : _mm512_setzero_ps();
+    transpose16(rows);
+    const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1u);
+    for (int j = 0; j < kLanes; ++j)
+      _mm512_mask_storeu_ps(out + static_cast<int64_t>(b[j]) * n, mask, rows[j]);
+    return;
+  }
+#elif defined(__AVX2__)
+  if (n <= kLanes) {
+    __m256 rows[kLanes];
+    for (int q = 0; q < kLanes; ++q) rows[q] = q < n ? (__m256)row[q] : _mm256_setzero_ps();
+    transpose8(rows);
+    vi mask;
+    for (int q = 0; q < kLanes; ++q) mask[q] = q < n ? -1 : 0;
+    for (int j = 0; j < kLanes; ++j)
+      _mm256_maskstore_ps(out + static_cast<int64_t>(b[j]) * n, (__m256i)mask, rows[j]);
+    return;
+  }
+#endif
   for (int d = 0; d < n; ++d)
-    for (int j = 0; j < kLanes && b[j] < count; ++j) out[static_cast<int64_t>(b[j]) * n + d] = row[d][j];
+    for (int j = 0; j < kLanes; ++j) out[static_cast<int64_t>(b[j]) * n + d] = row[d][j];
 }
 
-void prior_block(const uint32_t* seeds, int kind, float eps_max, float zero_fraction,
-                 float belief_eps_max, int64_t first, int64_t count, int n, vf* row,
-                 float* log_prior, float* log_belief) {
-  vu b;
-  for (int j = 0; j < kLanes; ++j) b[j] = static_cast<uint32_t>(first + j);
+// Which lanes of a Dirichlet-kind vector hold the flat prior: every lane, none, or some.
+constexpr int kFlatSome = 0, kFlatAll = 1, kFlatNone = 2;
+
+// The prior and belief of the mechanisms b (one lane each; kFlat: for the Dirichlet kind, which
+// lanes hold the flat prior, so a vector of flat ones skips the Dirichlet draw and a vector of
+// none the selection — the same bits either way, as every lane depends on its own index only).
+template <int kFlat>
+void prior_lanes(const uint32_t* seeds, int kind, float eps_max, float zero_fraction,
+                 float belief_eps_max, vu b, int n, vf* row, float* log_prior,
+                 float* log_belief) {
   const vu entries = b * static_cast<uint32_t>(n);
   const float flat_level = static_cast<float>(-std::log(static_cast<double>(n)));
-  if (kind == kPriorUniform) {
+  if (kind == kPriorUniform || (kind == kPriorDirichlet && kFlat == kFlatAll)) {
     for (int d = 0; d < n; ++d) row[d] = splat(flat_level);
   } else if (kind == kPriorClose) {
     vf low = splat(kInf), high = splat(-kInf);
@@ -1052,8 +1103,10 @@ void prior_block(const uint32_t* seeds, int kind, float eps_max, float zero_frac
       row[d] = log_gamma(normal(index, seeds + 4), unit(index, seeds + 6));
     }
     normalize(row, n);
-    const vi flat = unit(b, seeds + 8) < 0.5f;
-    for (int d = 0; d < n; ++d) row[d] = flat ? splat(flat_level) : row[d];
+    if (kFlat == kFlatSome) {
+      const vi flat = unit(b, seeds + 8) < 0.5f;
+      for (int d = 0; d < n; ++d) row[d] = flat ? splat(flat_level) : row[d];
+    }
   }
   if (zero_fraction > 0.0f) {
     const vi chosen = unit(b, seeds + 10) < zero_fraction;
@@ -1066,14 +1119,59 @@ void prior_block(const uint32_t* seeds, int kind, float eps_max, float zero_frac
     }
     normalize(row, n);
   }
-  store_rows(row, n, b, count, log_prior);
+  store_rows(row, n, b, log_prior);
   if (belief_eps_max > 0.0f) {
     const vf size = uniform(b, seeds + 18, 0.0, belief_eps_max);
     for (int d = 0; d < n; ++d)
       row[d] = row[d] + size * uniform(entries + static_cast<uint32_t>(d), seeds + 16, -1.0, 1.0);
     normalize(row, n);
   }
-  store_rows(row, n, b, count, log_belief);
+  store_rows(row, n, b, log_belief);
+}
+
+// The whole draw: count priors and beliefs of n secrets each, rows of log_prior and log_belief.
+void sample_prior(const uint32_t* s, int kind, float eps_max, float zero_fraction,
+                  float belief_eps_max, int64_t count, int n, float* prior, float* belief) {
+  if (count == 0) return;
+  std::vector<vf> row(n);
+  // a vector of lanes from list[i..]; past the list's end, lanes repeat its first index
+  auto lanes_of = [](const uint32_t* list, int64_t i, int64_t length) {
+    vu b;
+    for (int j = 0; j < kLanes; ++j) b[j] = i + j < length ? list[i + j] : list[0];
+    return b;
+  };
+  if (kind != kPriorDirichlet) {
+    for (int64_t first = 0; first < count; first += kLanes) {
+      vu b;
+      for (int j = 0; j < kLanes; ++j)
+        b[j] = static_cast<uint32_t>(first + j < count ? first + j : first);
+      prior_lanes<kFlatSome>(s, kind, eps_max, zero_fraction, belief_eps_max, b, n, row.data(),
+                             prior, belief);
+    }
+    return;
+  }
+  // Dirichlet: half the priors are flat; sorted into flat and drawn lists, tile by tile
+  std::vector<uint32_t> lists(2 * kTile);
+  for (int64_t first = 0; first < count; first += kTile) {
+    const int64_t size = count - first < kTile ? count - first : kTile;
+    int64_t length[2] = {0, 0};
+    for (int64_t i = 0; i < size; i += kLanes) {
+      vu b;
+      for (int j = 0; j < kLanes; ++j) b[j] = static_cast<uint32_t>(first + i + j);
+      const vi flat = unit(b, s + 8) < 0.5f;
+      for (int j = 0; j < kLanes && i + j < size; ++j) {
+        const int l = flat[j] ? 0 : 1;
+        lists[l * kTile + length[l]++] = b[j];
+      }
+    }
+    for (int64_t i = 0; i < length[0]; i += kLanes)
+      prior_lanes<kFlatAll>(s, kind, eps_max, zero_fraction, belief_eps_max,
+                            lanes_of(lists.data(), i, length[0]), n, row.data(), prior, belief);
+    for (int64_t i = 0; i < length[1]; i += kLanes)
+      prior_lanes<kFlatNone>(s, kind, eps_max, zero_fraction, belief_eps_max,
+                             lanes_of(lists.data() + kTile, i, length[1]), n, row.data(), prior,
+                             belief);
+  }
 }
 
 ffi::Error SamplePrior(ffi::Buffer<ffi::U32> seeds, ffi::ResultBuffer<ffi::F32> log_prior,
@@ -1088,10 +1186,8 @@ ffi::Error SamplePrior(ffi::Buffer<ffi::U32> seeds, ffi::ResultBuffer<ffi::F32> 
   const int n = static_cast<int>(dims[1]);
   if (count * n >= (int64_t{1} << 32))
     return ffi::Error::InvalidArgument("at most 2^32 - 1 entries per draw");
-  std::vector<vf> row(n);
-  for (int64_t first = 0; first < count; first += kLanes)
-    prior_block(seeds.typed_data(), kind, eps_max, zero_fraction, belief_eps_max, first, count, n,
-                row.data(), log_prior->typed_data(), log_belief->typed_data());
+  sample_prior(seeds.typed_data(), kind, eps_max, zero_fraction, belief_eps_max, count, n,
+               log_prior->typed_data(), log_belief->typed_data());
   return ffi::Error::Success();
 }
 
