@@ -279,6 +279,22 @@ def draw_seeds(key: PRNGKeyArray, spec: SamplerSpec, kernel: str = "xla"
                        _seed_words(jax.random.split(k_values)) if spec.values else None)
 
 
+def draw_all_seeds(key: PRNGKeyArray) -> NativeSeeds:
+    """:func:`draw_seeds` for the native sampler with every draw there is (a random prior and
+    belief, output values), whatever the spec: :func:`seeds_for` then picks a spec's, bit for
+    bit those of ``draw_seeds(key, spec, "native")`` (the same integer operations on the same
+    key). One program for every spec: the sweep compiles it once, whatever the relation."""
+    k_K, k_prior, k_belief, k_values = jax.random.split(key, 4)
+    return NativeSeeds(_seed_words(jax.random.split(k_K, 8)), prior_seeds(k_prior, k_belief),
+                       _seed_words(jax.random.split(k_values)))
+
+
+def seeds_for(seeds: NativeSeeds, spec: SamplerSpec) -> NativeSeeds:
+    """The seed words of :func:`draw_all_seeds` that ``spec``'s draw uses."""
+    return NativeSeeds(seeds.log_K, seeds.prior if _random_prior(spec) else None,
+                       seeds.values if spec.values else None)
+
+
 def sample_seeded(seeds: NativeSeeds | PRNGKeyArray, count: int, spec: SamplerSpec,
                   kernel: str = "xla") -> Mechanism:
     """:func:`sample` from :func:`draw_seeds`' result."""

@@ -26,6 +26,7 @@ of a group (:mod:`jaxpriv.group`); state and candidates come back whole on each.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import time
@@ -313,9 +314,51 @@ def envelope_score(relation, conclusion, parameter):
     return jnp.where(positive, ratio, jnp.where(conclusion > 0, jnp.inf, 0.0))
 
 
+class Step(NamedTuple):
+    """A sweep's chunk step, ``step(state, chunk_index) -> (state, candidates)``: ``core``
+    (jitted, ``(state, chunk_index, seeds)``) draws, screens and folds the chunk's blocks;
+    ``seeds`` (jitted, ``(key_data, chunk_index)``; ``None`` with JAX's sampler, which derives
+    each block's key inside ``core``) draws every block's seed words for the native sampler.
+
+    The seed words are a separate program because drawing them is threefry — rolled loops that
+    XLA compiles one by one, ~1–1.7 s of a 1.5–2 s step compile at n = m = 8 — and that program
+    does not depend on the relation (:func:`jaxpriv.samplers.draw_all_seeds`): one compile, or
+    one persistent-cache hit, serves every relation of an audit."""
+
+    core: Any
+    seeds: Any
+    key_data: np.ndarray
+
+    def __call__(self, state: SweepState, chunk_index):
+        seeds = None if self.seeds is None else self.seeds(self.key_data, chunk_index)
+        return self.core(state, chunk_index, seeds)
+
+    def compile(self, state: SweepState, chunk_index) -> Step:
+        """Both programs compiled ahead of time for these arguments' shapes and shardings."""
+        if self.seeds is None:
+            return Step(self.core.lower(state, chunk_index, None).compile(), None, self.key_data)
+        seeds = self.seeds.lower(self.key_data, chunk_index).compile()
+        example = seeds(self.key_data, chunk_index)  # its sharding is what the core is given
+        return Step(self.core.lower(state, chunk_index, example).compile(), seeds, self.key_data)
+
+
+@functools.cache
+def _block_seeds(devices: tuple, blocks: int):
+    """The jitted ``(key_data, chunk_index) -> NativeSeeds`` of a chunk's ``blocks`` blocks
+    (block ``i``'s key is ``fold_in(key, i)``), whole on every device of ``devices``."""
+    mesh = Mesh(np.array(devices), ("batch",))
+
+    def seeds(key_data, chunk_index):
+        base_key = jax.random.wrap_key_data(key_data)
+        indices = chunk_index * blocks + jnp.arange(blocks, dtype=jnp.int32)
+        return jax.vmap(lambda i: samplers.draw_all_seeds(jax.random.fold_in(base_key, i)))(
+            indices)
+    return jax.jit(seeds, out_shardings=NamedSharding(mesh, PartitionSpec()))
+
+
 def make_step(config: SweepConfig, relation=None,
-              use_fused: bool | None = None, sampler: str = "auto"):
-    """The jitted chunk step ``(state, chunk_index) -> (state, candidates)``.
+              use_fused: bool | None = None, sampler: str = "auto") -> Step:
+    """The chunk step ``(state, chunk_index) -> (state, candidates)`` (a :class:`Step`).
 
     ``use_fused``: screen with :mod:`jaxpriv.fused` (default: wherever it covers the relation);
     ``False`` evaluates with the reference notions (the benchmark's baseline).
@@ -373,7 +416,7 @@ def make_step(config: SweepConfig, relation=None,
                                 mech.log_belief[top], values[top])
         return envelope, worst, counts, jnp.sum(valid, dtype=jnp.int32), candidates
 
-    def device_blocks(block_indices):
+    def device_blocks(block_indices, seeds):
         """A device's blocks, in index order, folded as they come: the running bests and counts
         are the loop's carry, so the device's memory does not grow with the chunk; each block's
         few lowest-slack mechanisms are stacked (a few per block) and the device's candidates
@@ -391,9 +434,13 @@ def make_step(config: SweepConfig, relation=None,
         empty = jax.tree_util.tree_map(  # the carry varies over the devices' axis
             lambda a: jax.lax.pcast(a, ("batch",), to="varying"), empty)
         # every block's seed words at once (one by one, a few hundred tiny integer operations
-        # per block: R1 at n = m = 8 6.62 -> 6.74e6/s, R5 3.99 -> 4.12e6/s)
-        seeds = jax.vmap(lambda i: samplers.draw_seeds(jax.random.fold_in(base_key, i), spec,
-                                                       sampler))(block_indices)
+        # per block: R1 at n = m = 8 6.62 -> 6.74e6/s, R5 3.99 -> 4.12e6/s); for the native
+        # sampler drawn by Step.seeds, outside this program
+        if seeds is None:
+            seeds = jax.vmap(lambda i: samplers.draw_seeds(jax.random.fold_in(base_key, i),
+                                                           spec, sampler))(block_indices)
+        else:
+            seeds = samplers.seeds_for(seeds, spec)
         carry, found = jax.lax.scan(fold_block, empty, (block_indices, seeds))
         found = _flat(found)
         if found.score.shape[0] < config.candidates:  # too few offers: pad with empty entries
@@ -403,7 +450,8 @@ def make_step(config: SweepConfig, relation=None,
         found = _lowest(found, config.candidates)
         return jax.tree_util.tree_map(lambda a: a[None], carry + (found,))
 
-    sample_and_evaluate = jax.shard_map(device_blocks, mesh=mesh, in_specs=PartitionSpec("batch"),
+    sample_and_evaluate = jax.shard_map(device_blocks, mesh=mesh,
+                                        in_specs=(PartitionSpec("batch"), PartitionSpec("batch")),
                                         out_specs=PartitionSpec("batch"))
 
     def fold(best: Best, blocks: Best) -> Best:
@@ -413,10 +461,10 @@ def make_step(config: SweepConfig, relation=None,
         return _merge_best(best, cell, flat.score, flat.index,
                            Mechanism(flat.log_K, flat.log_prior, flat.log_belief), flat.values)
 
-    def step(state: SweepState, chunk_index):
+    def step(state: SweepState, chunk_index, seeds):
         block_indices = chunk_index * blocks_per_chunk + jnp.arange(blocks_per_chunk,
                                                                     dtype=jnp.int32)
-        envelope, worst, counts, evaluated, found = sample_and_evaluate(block_indices)
+        envelope, worst, counts, evaluated, found = sample_and_evaluate(block_indices, seeds)
         candidates = _lowest(_flat(found), config.candidates)
         return SweepState(fold(state.envelope, envelope), fold(state.worst, worst),
                           state.cell_count + jnp.sum(counts, axis=0),
@@ -429,8 +477,11 @@ def make_step(config: SweepConfig, relation=None,
     xla_options = (fused.program_options if native else fused.compiler_options)(config.n,
                                                                                config.m)
     # state and candidates whole on every device (and every process of a group)
-    return jax.jit(step, donate_argnums=0, compiler_options=xla_options,
+    core = jax.jit(step, donate_argnums=0, compiler_options=xla_options,
                    out_shardings=NamedSharding(mesh, PartitionSpec()))
+    seeds = (_block_seeds(tuple(jax.devices()), blocks_per_chunk)
+             if samplers.draws_natively(sampler) else None)
+    return Step(core, seeds, np.asarray(jax.random.key_data(base_key)))
 
 
 # --------------------------------------------------------------------------------------------
@@ -577,7 +628,7 @@ def _run(config: SweepConfig, out_dir: Path | None, resume: bool, progress: bool
         runstate.note_resumed(f"sweep {config.relation}", out_dir, start, config.chunks,
                               config.chunk, config.count, "mechanisms", done["violation_count"])
     began = time.perf_counter()
-    compiled = make_step(config, relation).lower(state, jnp.int32(start)).compile()
+    compiled = make_step(config, relation).compile(state, jnp.int32(start))
     screen = float64_screen(config, relation, options)
     compile_seconds = time.perf_counter() - began
     current = {"state": state}

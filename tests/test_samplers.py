@@ -66,3 +66,26 @@ def test_float64_mode_draws_float64():
 def test_a_draw_too_large_for_the_counter_is_refused_before_allocating():
     with pytest.raises(ValueError, match="2\\*\\*32"):
         samplers.random_bits(jax.random.key(0), (1 << 16, 1 << 16))
+
+
+@pytest.mark.parametrize("spec", [
+    samplers.SamplerSpec(8, 8, prior="uniform"),
+    samplers.SamplerSpec(8, 8, prior="dirichlet", belief_eps_max=1.0),
+    samplers.SamplerSpec(4, 3, prior="uniform", values=True),
+    samplers.SamplerSpec(4, 4, prior="close", prior_zero_fraction=0.3)],
+    ids=["uniform", "dirichlet-belief", "values", "close-zeros"])
+def test_all_seeds_hold_each_specs_own_seed_words(spec):
+    """The sweep draws every block's seed words with one program for every relation
+    (``draw_all_seeds``) and picks a spec's (``seeds_for``): bit for bit ``draw_seeds``'s, with
+    ``None`` exactly where the spec draws no prior or no values."""
+    for i in (0, 1, 12345):
+        key = jax.random.fold_in(jax.random.key(7), i)
+        own = samplers.draw_seeds(key, spec, "native")
+        picked = samplers.seeds_for(samplers.draw_all_seeds(key), spec)
+        assert (own.prior is None) == (spec.prior == "uniform" and spec.prior_zero_fraction == 0
+                                       and spec.belief_eps_max == 0)
+        assert (own.values is None) == (not spec.values)
+        for a, b in zip(own, picked):
+            assert (a is None) == (b is None)
+            if a is not None:
+                np.testing.assert_array_equal(a, b)
