@@ -160,21 +160,50 @@ def compiler_options(n: int, m: int) -> dict[str, str] | None:
     return {"xla_cpu_experimental_ynn_fusion_type": ""}
 
 
-def program_options(n: int, m: int) -> dict[str, str | int] | None:
-    """XLA options for the engines' compiled programs (sweep steps, search segments) on
-    mechanisms of shape ``(n, m)``: :func:`compiler_options`, and on a CPU the backend's
-    optimization level 1 instead of 3.
+COMPILE_BOUND_WORK = 10**7
+"""Below this much work (entries of K evaluated: restart-steps × n × m for a search,
+mechanisms × n × m for a sweep) a program's compile costs more than its run on a CPU, and
+:func:`program_options` trades run speed for compile time."""
+
+
+def program_options(n: int, m: int, work: float | None = None) -> dict[str, str | int] | None:
+    """XLA options for the engines' compiled programs (sweep steps, search segments and their
+    float64 re-evaluation) on mechanisms of shape ``(n, m)``: :func:`compiler_options`, and on
+    a CPU the backend's optimization level 1 instead of 3; for a program that runs less than
+    :data:`COMPILE_BOUND_WORK` (``work``: entries of K it evaluates; ``None``: a long run, 0: a
+    one-shot program), also XLA:CPU's elemental fusion emitters instead of its MLIR ones.
 
     Measured on a 2-core CPU (2026-11-25), level 1 compiles a search segment 27–37% faster and
     runs it as fast or faster (R5/R7 at the standard budget 14–17% faster, R1 within 3%), a
     sweep step drawn and screened natively 7–11% faster at the same speed; most of a quick
     audit is compiling. JAX's own sampler, though, runs a third slower at level 1, and the
     reference database notions half as fast: a sweep that draws or screens with XLA keeps
-    :func:`compiler_options`.
+    :func:`compiler_options`. The elemental emitters compile a search segment ~30% faster
+    (R5 3.1 → 2.1 s, R7 3.7 → 2.7 s) and run it 10% (n = m = 4) to 30% (n = m = 8) slower:
+    worth it for a quick audit's searches (~30,000 restart-steps at n = m = 3; its R1–R15 cold
+    95–99 → 82 s), not a standard one's. Their exp and log round differently, so a search's
+    float32 trajectory depends on which emitters compiled it (a deterministic function of its
+    config); a natively drawn and screened sweep step is bit for bit the same with either.
+
+    Examples:
+      >>> options = program_options(8, 8, work=0)  # a one-shot program: compile it cheaply
     """
     if jax.default_backend() != "cpu":
         return None
-    return {**(compiler_options(n, m) or {}), "xla_backend_optimization_level": 1}
+    options = {**(compiler_options(n, m) or {}), "xla_backend_optimization_level": 1}
+    if work is not None and work < COMPILE_BOUND_WORK:
+        options["xla_cpu_use_fusion_emitters"] = False
+    return options
+
+
+def integer_program_options() -> dict[str, int | bool] | None:
+    """XLA options for a small integer program (the sweep's seed words, :mod:`jaxpriv.sweep`):
+    on a CPU the backend's level 1 and the elemental fusion emitters, which compile a chunk's
+    seed words in 1.16 s instead of 1.83 s and run them as fast (0.7 ms); integer results do not
+    depend on either."""
+    if jax.default_backend() != "cpu":
+        return None
+    return {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False}
 
 
 def _over_secrets(op, a: Float[Array, "k ..."]) -> Float[Array, "..."]:

@@ -456,6 +456,12 @@ def initial_params(config: SearchConfig, dtype=jnp.float32) -> Params:
     return jax.tree_util.tree_map(lambda a: a.reshape((G, R) + a.shape[1:]), flat)
 
 
+def _work(config: SearchConfig) -> int:
+    """What a search evaluates in all (:func:`jaxpriv.fused.program_options`): restart-steps
+    × n × m."""
+    return config.steps * config.restarts * len(config.grid) * config.n * config.m
+
+
 def make_segment(config: SearchConfig, optimizer: optax.GradientTransformation):
     """The jitted ``state -> state`` that runs ``config.segment`` optimizer steps on every restart
     of every grid point (restarts sharded over the devices — every process's, in a group)."""
@@ -513,7 +519,7 @@ def make_segment(config: SearchConfig, optimizer: optax.GradientTransformation):
     # side's checkpoints and re-checks; the next segment takes each device's share of it
     whole = NamedSharding(mesh, PartitionSpec())
     return jax.jit(segment, donate_argnums=0, in_shardings=whole, out_shardings=whole,
-                   compiler_options=fused.program_options(config.n, config.m))
+                   compiler_options=fused.program_options(config.n, config.m, _work(config)))
 
 
 def _explore(config: SearchConfig, state: SearchState) -> SearchState:
@@ -641,7 +647,8 @@ def float64_scores(config: SearchConfig, params: Params) -> np.ndarray:
         p64 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), params)
         grid = jnp.asarray(config.grid, jnp.float64)
         return np.asarray(jax.jit(jax.vmap(jax.vmap(score, in_axes=(0, None))),
-                                  compiler_options=fused.program_options(config.n, config.m))(
+                                  compiler_options=fused.program_options(config.n, config.m,
+                                                                         work=0))(
             p64, grid))
 
 
@@ -658,7 +665,7 @@ def _checked_candidates(config: SearchConfig, params: Params
 
     with jax.enable_x64(True):
         mechs, arrays = jax.jit(build_and_check, compiler_options=fused.program_options(
-            config.n, config.m))(params)
+            config.n, config.m, work=0))(params)
         return mechs, registry.CheckResult(relation.id, *(np.asarray(a) for a in arrays))
 
 

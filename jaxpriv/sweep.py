@@ -353,7 +353,8 @@ def _block_seeds(devices: tuple, blocks: int):
         indices = chunk_index * blocks + jnp.arange(blocks, dtype=jnp.int32)
         return jax.vmap(lambda i: samplers.draw_all_seeds(jax.random.fold_in(base_key, i)))(
             indices)
-    return jax.jit(seeds, out_shardings=NamedSharding(mesh, PartitionSpec()))
+    return jax.jit(seeds, out_shardings=NamedSharding(mesh, PartitionSpec()),
+                   compiler_options=fused.integer_program_options())
 
 
 def make_step(config: SweepConfig, relation=None,
@@ -470,12 +471,13 @@ def make_step(config: SweepConfig, relation=None,
                           state.cell_count + jnp.sum(counts, axis=0),
                           state.evaluated + jnp.sum(evaluated)), candidates
 
-    # level 1 (fused.program_options) where native kernels draw and screen (what is left to
+    # level 1 (fused.program_options; for a short sweep also the cheaper-to-compile fusion
+    # emitters, bit for bit the same here) where native kernels draw and screen (what is left to
     # XLA is small); JAX's own sampler runs a third slower at level 1 (R1 at n = m = 8: 2.9 ->
     # 1.9e6/s) and the reference database notions half as fast (R7 0.47 -> 0.25e6/s)
     native = screen_fused and samplers.draws_natively(sampler)
-    xla_options = (fused.program_options if native else fused.compiler_options)(config.n,
-                                                                               config.m)
+    xla_options = (fused.program_options(config.n, config.m, config.count * config.n * config.m)
+                   if native else fused.compiler_options(config.n, config.m))
     # state and candidates whole on every device (and every process of a group)
     core = jax.jit(step, donate_argnums=0, compiler_options=xla_options,
                    out_shardings=NamedSharding(mesh, PartitionSpec()))

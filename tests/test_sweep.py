@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxpriv import cli, report, samplers, sweep
+from jaxpriv import cli, fused, registry, report, samplers, sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -298,3 +298,35 @@ def test_a_chunk_smaller_than_its_candidates_sends_every_mechanism():
     assert sorted(index.tolist()) == list(range(16, 32))
     slack = np.asarray(candidates.score)
     assert np.all(slack[:-1] <= slack[1:])
+
+
+def test_program_options_trade_run_speed_for_compile_time_only_for_short_runs():
+    """XLA:CPU's elemental fusion emitters (cheaper to compile) below COMPILE_BOUND_WORK of
+    work, XLA's default ones for long runs and where the work is not given."""
+    if jax.default_backend() != "cpu":
+        pytest.skip("CPU options")
+    short = fused.program_options(4, 4, work=fused.COMPILE_BOUND_WORK - 1)
+    long = fused.program_options(4, 4, work=fused.COMPILE_BOUND_WORK)
+    assert short["xla_cpu_use_fusion_emitters"] is False
+    assert "xla_cpu_use_fusion_emitters" not in long
+    assert "xla_cpu_use_fusion_emitters" not in fused.program_options(4, 4)
+    assert short["xla_backend_optimization_level"] == long["xla_backend_optimization_level"] == 1
+
+
+def test_a_short_sweep_is_bit_for_bit_the_same_with_either_fusion_emitters(monkeypatch):
+    """program_options gives a short sweep (20,000 mechanisms) the elemental emitters: where
+    the native kernels draw and screen, the step is the same bit for bit as with XLA's default
+    emitters (what a long sweep gets) — envelope, worst point, counts and candidates."""
+    if not samplers.native_sampler_applies():
+        pytest.skip("the native kernels draw and screen here only")
+    config = sweep.make_config("R5", 4, 4, 20_000, seed=4, chunk=8192, block=1024)
+    assert sweep.uses_fused_kernel(registry.get("R5"))
+    results = []
+    for bound in (fused.COMPILE_BOUND_WORK, 0):  # elemental emitters, then the default ones
+        monkeypatch.setattr(fused, "COMPILE_BOUND_WORK", bound)
+        step, state = sweep.make_step(config), sweep.initial_state(config)
+        for i in range(config.chunks):
+            state, candidates = step(state, jnp.int32(i))
+        results.append([np.asarray(a) for a in jax.tree_util.tree_leaves((state, candidates))])
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
