@@ -102,8 +102,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--count", type=int, default=1_000_000, help="mechanisms per relation")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--chunk", type=int, default=None,
-                   help="mechanisms per step, the unit of checkpoints (default: 2^24 entries "
-                   "of K, at most 2^20 mechanisms: 262,144 at n = m = 8)")
+                   help="mechanisms per step, the unit of checkpoints (default: 2^25 entries "
+                   "of K, at most 2^20 mechanisms: 524,288 at n = m = 8)")
     p.add_argument("--memory-mb", type=_finite, default=1024.0,
                    help="device memory budget that sets the block size, what is live at "
                    "once (default 1024)")

@@ -114,11 +114,12 @@ SETTING_OPTIONS = ("t_max", "draws", "mc_settings")
 """Options only a sweep of settings takes (ignored for mechanisms)."""
 
 
-STEP_ENTRIES = 1 << 24
-"""Entries of K a chunk holds by default (262,144 mechanisms at n = m = 8; at most 2^20
+STEP_ENTRIES = 1 << 25
+"""Entries of K a chunk holds by default (524,288 mechanisms at n = m = 8; at most 2^20
 mechanisms): a step's fixed cost (its collectives, the host's round trip) stays a few percent
-(R1 at n = m = 8 on a 2-core CPU: 5.2e6/s with 65,536 per chunk, 6.4e6/s with 262,144), and a
-killed run loses a fraction of a second."""
+(R1 at n = m = 8 on a 2-core CPU: 5.2e6/s with 65,536 per chunk, 6.4–7.0e6/s with 262,144,
+7.4e6/s with 524,288; R5 4.3 → 4.6e6/s from 262,144 to 524,288), and a killed run loses a
+fraction of a second."""
 
 
 def make_config(relation: str, n: int, m: int, count: int, seed: int = 0,

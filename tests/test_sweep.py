@@ -163,8 +163,8 @@ def test_memory_is_bounded_by_the_block():
     assert shapes == [leaf.shape for leaf in
                       jax.tree_util.tree_leaves(sweep.initial_state(small))]
     default = sweep.make_config("R1", 8, 8, 10**8)
-    assert default.block == 1024 and default.chunk == 2**24 // 64
-    assert default.candidates == 64
+    assert default.block == 1024 and default.chunk == 2**25 // 64
+    assert default.candidates == 128
     assert sweep.make_config("R1", 2, 2, 10**8).chunk == 2**20
     assert sweep.make_config("R1", 8, 8, 3000).candidates == 16
 
