@@ -273,17 +273,14 @@ def draw_seeds(key: PRNGKeyArray, spec: SamplerSpec, kernel: str = "xla"
     ``sample(key, count, spec, kernel)``, bit for bit."""
     if not draws_natively(kernel):
         return key
-    k_K, k_prior, k_belief, k_values = jax.random.split(key, 4)
-    return NativeSeeds(_seed_words(jax.random.split(k_K, 8)),
-                       prior_seeds(k_prior, k_belief) if _random_prior(spec) else None,
-                       _seed_words(jax.random.split(k_values)) if spec.values else None)
+    return seeds_for(draw_all_seeds(key), spec)
 
 
 def draw_all_seeds(key: PRNGKeyArray) -> NativeSeeds:
-    """:func:`draw_seeds` for the native sampler with every draw there is (a random prior and
-    belief, output values), whatever the spec: :func:`seeds_for` then picks a spec's, bit for
-    bit those of ``draw_seeds(key, spec, "native")`` (the same integer operations on the same
-    key). One program for every spec: the sweep compiles it once, whatever the relation."""
+    """Every seed word the native sampler may need of ``key`` (a random prior and belief,
+    output values), whatever the spec: :func:`seeds_for` picks a spec's (that is
+    :func:`draw_seeds`). One program for every spec: the sweep compiles it once, whatever the
+    relation."""
     k_K, k_prior, k_belief, k_values = jax.random.split(key, 4)
     return NativeSeeds(_seed_words(jax.random.split(k_K, 8)), prior_seeds(k_prior, k_belief),
                        _seed_words(jax.random.split(k_values)))

@@ -76,12 +76,28 @@ def test_a_draw_too_large_for_the_counter_is_refused_before_allocating():
     ids=["uniform", "dirichlet-belief", "values", "close-zeros"])
 def test_all_seeds_hold_each_specs_own_seed_words(spec):
     """The sweep draws every block's seed words with one program for every relation
-    (``draw_all_seeds``) and picks a spec's (``seeds_for``): bit for bit ``draw_seeds``'s, with
-    ``None`` exactly where the spec draws no prior or no values."""
+    (``draw_all_seeds``) and picks a spec's (``seeds_for``, as ``draw_seeds`` does): bit for bit
+    the words of the stream's definition — ``log_K``'s 8 draws from ``split(key, 4)[0]``, the
+    prior's from ``[1]`` and ``[2]``, the values' 2 from ``[3]`` — with ``None`` exactly where
+    the spec draws no prior or no values."""
+    def words(keys):
+        return jnp.stack([jax.random.bits(k, (2,), jnp.uint32) for k in keys])
+
     for i in (0, 1, 12345):
         key = jax.random.fold_in(jax.random.key(7), i)
-        own = samplers.draw_seeds(key, spec, "native")
+        k_K, k_prior, k_belief, k_values = jax.random.split(key, 4)
+        random_prior = (spec.prior != "uniform" or spec.prior_zero_fraction > 0
+                        or spec.belief_eps_max > 0)
+        own = samplers.NativeSeeds(
+            words(jax.random.split(k_K, 8)),
+            samplers.prior_seeds(k_prior, k_belief) if random_prior else None,
+            words(jax.random.split(k_values)) if spec.values else None)
         picked = samplers.seeds_for(samplers.draw_all_seeds(key), spec)
+        drawn = samplers.draw_seeds(key, spec, "native")
+        for a, b in zip(picked, drawn):
+            assert (a is None) == (b is None)
+            if a is not None:
+                np.testing.assert_array_equal(a, b)
         assert (own.prior is None) == (spec.prior == "uniform" and spec.prior_zero_fraction == 0
                                        and spec.belief_eps_max == 0)
         assert (own.values is None) == (not spec.values)

@@ -951,6 +951,14 @@ void sample_lanes(const uint32_t* seeds, vu b, int n_, int m_, float* out, std::
   store_lanes(lanes, n * m, b, out);
 }
 
+// A vector of mechanisms from list[i..]; past the list's end, lanes repeat its first one (the
+// same values, written twice).
+inline vu list_lanes(const uint32_t* list, int64_t i, int64_t length) {
+  vu b;
+  for (int j = 0; j < kLanes; ++j) b[j] = i + j < length ? list[i + j] : list[0];
+  return b;
+}
+
 // Mechanisms [first, first + size): sorted into lists by branch and sparsity, each list drawn
 // kLanes at a time (a short list's last vector repeats its first index: the same values,
 // written twice).
@@ -976,8 +984,7 @@ void sample_tile(const uint32_t* seeds, float sparse_fraction, int64_t first, in
   for (int l = 0; l < 6; ++l) {
     const uint32_t* list = lists.data() + l * size;
     for (int64_t i = 0; i < length[l]; i += kLanes) {
-      vu b;
-      for (int j = 0; j < kLanes; ++j) b[j] = i + j < length[l] ? list[i + j] : list[0];
+      const vu b = list_lanes(list, i, length[l]);
       switch (l) {
         case 0: sample_lanes<kN, kM, kDirichlet, false>(seeds, b, n, m, out, row, lanes); break;
         case 1: sample_lanes<kN, kM, kDirichlet, true>(seeds, b, n, m, out, row, lanes); break;
@@ -1134,12 +1141,6 @@ void sample_prior(const uint32_t* s, int kind, float eps_max, float zero_fractio
                   float belief_eps_max, int64_t count, int n, float* prior, float* belief) {
   if (count == 0) return;
   std::vector<vf> row(n);
-  // a vector of lanes from list[i..]; past the list's end, lanes repeat its first index
-  auto lanes_of = [](const uint32_t* list, int64_t i, int64_t length) {
-    vu b;
-    for (int j = 0; j < kLanes; ++j) b[j] = i + j < length ? list[i + j] : list[0];
-    return b;
-  };
   if (kind != kPriorDirichlet) {
     for (int64_t first = 0; first < count; first += kLanes) {
       vu b;
@@ -1166,10 +1167,11 @@ void sample_prior(const uint32_t* s, int kind, float eps_max, float zero_fractio
     }
     for (int64_t i = 0; i < length[0]; i += kLanes)
       prior_lanes<kFlatAll>(s, kind, eps_max, zero_fraction, belief_eps_max,
-                            lanes_of(lists.data(), i, length[0]), n, row.data(), prior, belief);
+                            list_lanes(lists.data(), i, length[0]), n, row.data(), prior,
+                            belief);
     for (int64_t i = 0; i < length[1]; i += kLanes)
       prior_lanes<kFlatNone>(s, kind, eps_max, zero_fraction, belief_eps_max,
-                             lanes_of(lists.data() + kTile, i, length[1]), n, row.data(), prior,
+                             list_lanes(lists.data() + kTile, i, length[1]), n, row.data(), prior,
                              belief);
   }
 }
