@@ -350,6 +350,25 @@ def test_native_sampler_draw_depends_on_the_index_only(native_built, shape):
         np.testing.assert_array_equal(big[i], draw(seeds, i + 1)[i])
 
 
+def test_native_samplers_under_vmap_draw_each_seed_set_on_its_own(native_built):
+    """Under vmap (the sweep draws several blocks at once) one call takes a batch of seed sets,
+    (2, 3, 8, 2) words: each draw is bit for bit the draw of its own seeds alone."""
+    seeds = (jnp.arange(96, dtype=jnp.uint32).reshape(2, 3, 8, 2) * 104729 + 5)
+    prior_seeds = (jnp.arange(120, dtype=jnp.uint32).reshape(2, 3, 10, 2) * 7919 + 1)
+    log_K = jax.jit(jax.vmap(jax.vmap(lambda s: native.sample_log_K(s, 40, 5, 3, 0.5))))(seeds)
+    prior, belief = jax.jit(jax.vmap(jax.vmap(
+        lambda s: native.sample_prior(s, 40, 5, "dirichlet", 3.0, 0.3, 1.0))))(prior_seeds)
+    assert log_K.shape == (2, 3, 40, 5, 3) and prior.shape == belief.shape == (2, 3, 40, 5)
+    for i in range(2):
+        for j in range(3):
+            np.testing.assert_array_equal(log_K[i, j], native.sample_log_K(seeds[i, j], 40, 5, 3,
+                                                                           0.5))
+            one = native.sample_prior(prior_seeds[i, j], 40, 5, "dirichlet", 3.0, 0.3, 1.0)
+            np.testing.assert_array_equal(prior[i, j], one[0])
+            np.testing.assert_array_equal(belief[i, j], one[1])
+    assert not np.array_equal(log_K[0, 0], log_K[1, 2])
+
+
 def test_native_sampler_is_chosen_where_it_applies_and_checks_its_input(native_built):
     spec = samplers.SamplerSpec(4, 4)
     auto = jax.jit(lambda k: samplers.sample(k, 64, spec, kernel="auto").log_K)(

@@ -330,3 +330,27 @@ def test_a_short_sweep_is_bit_for_bit_the_same_with_either_fusion_emitters(monke
         results.append([np.asarray(a) for a in jax.tree_util.tree_leaves((state, candidates))])
     for a, b in zip(*results):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("relation, layout", [("R5", {}), ("R7", {"k": 2, "r": 2})])
+def test_blocks_drawn_together_or_one_by_one_give_the_same_sweep(monkeypatch, relation, layout):
+    """With the native sampler, a device draws and evaluates several blocks at once (block_group), each from its own
+    seeds and offering its own candidates: the step is bit for bit the one that takes the
+    blocks one by one — envelope, worst point, counts and the chunk's 48 candidates (three
+    blocks' offers)."""
+    if not samplers.native_sampler_applies():
+        pytest.skip("blocks are drawn together by the native sampler only")
+    config = sweep.make_config(relation, 4, 4, 20_000, seed=6, chunk=8192, block=256,
+                               candidates=48, **layout)
+    results, groups = [], []
+    for entries in (1, sweep.GROUP_ENTRIES):
+        monkeypatch.setattr(sweep, "GROUP_ENTRIES", entries)
+        groups.append(sweep.block_group(config, jax.device_count()))
+        step = sweep.make_step(config)
+        state = sweep.initial_state(config)
+        for i in range(config.chunks):
+            state, candidates = step(state, jnp.int32(i))
+        results.append([np.asarray(a) for a in jax.tree_util.tree_leaves((state, candidates))])
+    assert groups[0] == 1 and groups[1] > 1
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)

@@ -177,7 +177,8 @@ def sample_log_K(seeds: UInt32[Array, "8 2"], count: int, n: int, m: int,
     Args:
       seeds: the two seed words of each of the 8 draws of ``sample_log_K``, in its order (kind,
         z, u, concentration, scale, RR's ε, sparse, drop rate): ``jax.random.bits(k, (2,),
-        uint32)`` of ``jax.random.split(key, 8)``.
+        uint32)`` of ``jax.random.split(key, 8)``. Under ``vmap`` one call draws for every
+        seed set of the batch, each on its own.
       count, n, m: the batch's shape; ``count·n·m < 2³²``.
       sparse_fraction: share of mechanisms with zeroed entries.
 
@@ -203,7 +204,8 @@ def sample_prior(seeds: UInt32[Array, "10 2"], count: int, n: int, kind: str, ep
     Args:
       seeds: two seed words for each of the 10 draws, in this order: the prior's ``k1``, ``k2``,
         the Dirichlet's normal and uniform, ``k3``; the zeros' rows, rate and drop; the belief's
-        tilt and size (:func:`jaxpriv.samplers.prior_seeds`).
+        tilt and size (:func:`jaxpriv.samplers.prior_seeds`). Under ``vmap``, one draw per
+        seed set, as :func:`sample_log_K`.
       count, n: the batch's shape; ``count·n < 2³²``.
       kind: ``"uniform"``, ``"close"`` or ``"dirichlet"``.
       eps_max, zero_fraction, belief_eps_max: as in :class:`jaxpriv.samplers.SamplerSpec`.
@@ -229,7 +231,7 @@ def _sample_prior(target, seeds, count, n, kind, eps_max, zero_fraction, belief_
     if kind not in PRIOR_KINDS:
         raise ValueError(f"kind must be one of {PRIOR_KINDS}, got {kind!r}")
     shape = jax.ShapeDtypeStruct((count, n), jnp.float32)
-    return tuple(jax.ffi.ffi_call(target, (shape, shape), vmap_method="sequential")(
+    return tuple(jax.ffi.ffi_call(target, (shape, shape), vmap_method="broadcast_all")(
         jnp.asarray(seeds, jnp.uint32), kind=np.int32(PRIOR_KINDS.index(kind)),
         eps_max=np.float32(eps_max), zero_fraction=np.float32(zero_fraction),
         belief_eps_max=np.float32(belief_eps_max)))
@@ -240,7 +242,7 @@ def _sample(target: str, seeds, count: int, n: int, m: int, sparse_fraction: flo
         raise ValueError(f"the sampler draws at most 2**32 - 1 entries at once, asked for "
                          f"{count * n * m}")
     shape = jax.ShapeDtypeStruct((count, n, m), jnp.float32)
-    return jax.ffi.ffi_call(target, shape, vmap_method="sequential")(
+    return jax.ffi.ffi_call(target, shape, vmap_method="broadcast_all")(
         jnp.asarray(seeds, jnp.uint32), sparse_fraction=np.float32(sparse_fraction))
 
 

@@ -999,31 +999,39 @@ void sample_tile(const uint32_t* seeds, float sparse_fraction, int64_t first, in
 
 constexpr int64_t kTile = 1024;  // mechanisms sorted together (their lists stay in cache)
 
+// log_K (..., count, n, m) with seeds (..., 8, 2): each leading index an independent draw of
+// `count` mechanisms with its own seeds (vmap's batch, e.g. the sweep's blocks drawn together).
 ffi::Error SampleLogK(ffi::Buffer<ffi::U32> seeds, ffi::ResultBuffer<ffi::F32> log_K,
                       float sparse_fraction) {
   const auto dims = log_K->dimensions();
-  if (dims.size() != 3) return ffi::Error::InvalidArgument("log_K must have shape (count, n, m)");
-  if (seeds.element_count() != 16) return ffi::Error::InvalidArgument("seeds must be 8 pairs");
-  const int64_t count = dims[0];
-  const int n = static_cast<int>(dims[1]), m = static_cast<int>(dims[2]);
+  const size_t rank = dims.size();
+  if (rank < 3) return ffi::Error::InvalidArgument("log_K must have shape (..., count, n, m)");
+  int64_t draws = 1;
+  for (size_t i = 0; i + 3 < rank; ++i) draws *= dims[i];
+  if (static_cast<int64_t>(seeds.element_count()) != 16 * draws)
+    return ffi::Error::InvalidArgument("seeds must be 8 pairs per draw");
+  const int64_t count = dims[rank - 3];
+  const int n = static_cast<int>(dims[rank - 2]), m = static_cast<int>(dims[rank - 1]);
   if (count * n * m >= (int64_t{1} << 32))
     return ffi::Error::InvalidArgument("at most 2^32 - 1 entries per draw");
   std::vector<vf> row(2 * m);
   std::vector<uint32_t> lists(6 * kTile);
   std::vector<vf> lanes(n * m);
-  float* out = log_K->typed_data();
-  const uint32_t* s = seeds.typed_data();
-  auto run = [&](auto kernel) {
-    for (int64_t first = 0; first < count; first += kTile)
-      kernel(s, sparse_fraction, first, count - first < kTile ? count - first : kTile, n, m, out,
-             row, lists, lanes.data());
-  };
-  if (n == 8 && m == 8) {
-    run(sample_tile<8, 8>);
-  } else if (n == 4 && m == 4) {
-    run(sample_tile<4, 4>);
-  } else {
-    run(sample_tile<0, 0>);
+  for (int64_t g = 0; g < draws; ++g) {
+    float* out = log_K->typed_data() + g * count * n * m;
+    const uint32_t* s = seeds.typed_data() + 16 * g;
+    auto run = [&](auto kernel) {
+      for (int64_t first = 0; first < count; first += kTile)
+        kernel(s, sparse_fraction, first, count - first < kTile ? count - first : kTile, n, m,
+               out, row, lists, lanes.data());
+    };
+    if (n == 8 && m == 8) {
+      run(sample_tile<8, 8>);
+    } else if (n == 4 && m == 4) {
+      run(sample_tile<4, 4>);
+    } else {
+      run(sample_tile<0, 0>);
+    }
   }
   return ffi::Error::Success();
 }
@@ -1176,20 +1184,27 @@ void sample_prior(const uint32_t* s, int kind, float eps_max, float zero_fractio
   }
 }
 
+// log_prior, log_belief (..., count, n) with seeds (..., 10, 2): one draw per leading index.
 ffi::Error SamplePrior(ffi::Buffer<ffi::U32> seeds, ffi::ResultBuffer<ffi::F32> log_prior,
                        ffi::ResultBuffer<ffi::F32> log_belief, int32_t kind, float eps_max,
                        float zero_fraction, float belief_eps_max) {
   const auto dims = log_prior->dimensions();
-  if (dims.size() != 2) return ffi::Error::InvalidArgument("log_prior must have shape (count, n)");
-  if (seeds.element_count() != 20) return ffi::Error::InvalidArgument("seeds must be 10 pairs");
+  const size_t rank = dims.size();
+  if (rank < 2) return ffi::Error::InvalidArgument("log_prior must have shape (..., count, n)");
+  int64_t draws = 1;
+  for (size_t i = 0; i + 2 < rank; ++i) draws *= dims[i];
+  if (static_cast<int64_t>(seeds.element_count()) != 20 * draws)
+    return ffi::Error::InvalidArgument("seeds must be 10 pairs per draw");
   if (kind < kPriorUniform || kind > kPriorDirichlet)
     return ffi::Error::InvalidArgument("unknown prior kind");
-  const int64_t count = dims[0];
-  const int n = static_cast<int>(dims[1]);
+  const int64_t count = dims[rank - 2];
+  const int n = static_cast<int>(dims[rank - 1]);
   if (count * n >= (int64_t{1} << 32))
     return ffi::Error::InvalidArgument("at most 2^32 - 1 entries per draw");
-  sample_prior(seeds.typed_data(), kind, eps_max, zero_fraction, belief_eps_max, count, n,
-               log_prior->typed_data(), log_belief->typed_data());
+  for (int64_t g = 0; g < draws; ++g)
+    sample_prior(seeds.typed_data() + 20 * g, kind, eps_max, zero_fraction, belief_eps_max, count,
+                 n, log_prior->typed_data() + g * count * n,
+                 log_belief->typed_data() + g * count * n);
   return ffi::Error::Success();
 }
 
