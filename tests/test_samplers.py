@@ -34,7 +34,9 @@ def test_unit_interval_is_open_at_both_ends():
     extremes = jnp.array([0, 1 << 9, 0xFFFFFFFF], jnp.uint32)
     u = np.asarray(samplers.unit_interval(extremes), np.float64)
     assert u[0] == 2.0**-24 and u[1] == 2.0**-24 + 2.0**-23 and u[2] == 1.0 - 2.0**-24
-    assert np.isfinite(np.asarray(samplers.normal(jax.random.key(1), (4096,)))).all()
+    z = samplers._triangular_of(extremes)  # both halves 0 / both 65535: the support's ends
+    assert z[0] == -z[2] == np.float32(-65535) * samplers.TRIANGULAR_SCALE
+    assert abs(float(z[2]) - math.sqrt(6.0)) < 1e-4
 
 
 def test_uniform_histogram_and_range():
@@ -46,12 +48,19 @@ def test_uniform_histogram_and_range():
     assert chi2 < 80  # 31 degrees of freedom: P(chi2 > 80) < 1e-5
 
 
-def test_normal_matches_the_gaussian_cdf():
-    z = np.sort(np.asarray(samplers.normal(jax.random.key(3), (1 << 20,)), np.float64))
-    assert abs(z.mean()) < 0.006 and abs(z.var() - 1.0) < 0.01
-    for x in (-2.5, -1.0, -0.3, 0.0, 0.7, 1.5, 3.0):
-        empirical = np.searchsorted(z, x) / z.size
-        assert abs(empirical - 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))) < 0.003, x
+def test_triangular_variates_have_the_triangular_law():
+    """Mean 0, variance 1 and the CDF of the sum of two uniforms, ``(x + √6)²/12`` below 0."""
+    z = np.sort(np.asarray(samplers.triangular(jax.random.key(3), (1 << 20,)), np.float64))
+    assert z.dtype == np.float64 and abs(z.mean()) < 0.006 and abs(z.var() - 1.0) < 0.01
+    assert z[0] > -math.sqrt(6.0) and z[-1] < math.sqrt(6.0)
+    root6 = math.sqrt(6.0)
+    for x in (-2.2, -1.0, -0.3, 0.0, 0.7, 1.5, 2.3):
+        cdf = (x + root6) ** 2 / 12 if x < 0 else 1 - (root6 - x) ** 2 / 12
+        assert abs(np.searchsorted(z, x) / z.size - cdf) < 0.003, x
+    # exact on a word: (hi + lo − 65535)·√6/2¹⁶ in float32
+    word = jnp.array([(40000 << 16) | 123], jnp.uint32)
+    expected = np.float32(40000 + 123 - 65535) * samplers.TRIANGULAR_SCALE
+    assert samplers._triangular_of(word)[0] == expected
 
 
 def test_float64_mode_draws_float64():

@@ -43,6 +43,8 @@ typedef int32_t vi __attribute__((vector_size(kLanes * sizeof(int32_t))));
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kLn2 = 0.693147180559945309f;
 constexpr float kSmallest = 1.17549435e-38f;  // the smallest normal float
+// √6/2¹⁶ rounded to float32 (jaxpriv.samplers.TRIANGULAR_SCALE)
+constexpr float kTriangularScale = static_cast<float>(2.449489742783178098 / 65536.0);
 
 inline vf splat(float x) { return vf{} + x; }
 inline vf larger(vf a, vf b) { return a < b ? b : a; }
@@ -737,7 +739,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxprivDatabaseLevels, DatabaseLevels,
 // Same draws as the JAX sampler: every random word is the counter hash of its index keyed by
 // two seed words that JAX derives from the block's key (jaxpriv.samplers.random_bits), so the
 // integer words, the uniform variates built from them, every mixture choice and every sparsity
-// mask are bit for bit the JAX sampler's; only exp, log, sqrt and erf⁻¹ are this file's own
+// mask are bit for bit the JAX sampler's; only exp, log and sqrt are this file's own
 // polynomials, so log K agrees with the JAX sampler's to float32 rounding (a few ulps), not bit
 // for bit. One lane per mechanism, as above, lanes grouped by mixture branch (sample_tile), so
 // each mechanism costs only its own branch (1.4× faster than computing all three and selecting:
@@ -760,17 +762,42 @@ inline vu mix32(vu x) {
   return x;
 }
 
-// A uniform variate in (0, 1) from the word of flat index `index` (jaxpriv.samplers.unit_interval
-// of random_bits): the word's top 23 bits as the mantissa of a float in [1, 2), minus 1 − 2⁻²⁴.
-inline vf unit(vu index, const uint32_t* seed) {
-  const vu word = mix32(mix32(index + seed[0]) ^ seed[1]);
+// The word of flat index `index` (jaxpriv.samplers.random_bits): two rounds of the mixer over
+// the index, keyed by the draw's two seed words.
+inline vu word_of(vu index, const uint32_t* seed) { return mix32(mix32(index + seed[0]) ^ seed[1]); }
+
+// Entry w's constant of jaxpriv.samplers.entry_bits: mix32(w·φ + 0x632BE5AB), φ = 0x9E3779B9.
+inline uint32_t entry_constant(int w) {
+  uint32_t x = static_cast<uint32_t>(w) * 0x9E3779B9u + 0x632BE5ABu;
+  x ^= x >> 16;
+  x *= 0x7FEB352Du;
+  x ^= x >> 15;
+  x *= 0x846CA68Bu;
+  return x ^ (x >> 16);
+}
+
+// Entry w of a row from the row's key, the word of its row index (jaxpriv.samplers.entry_bits):
+// one round of the mixer over key ⊕ constant(w), a round per entry instead of two.
+inline vu entry_word(vu key, int w) { return mix32(key ^ entry_constant(w)); }
+
+// A word to a uniform variate in (0, 1) (jaxpriv.samplers.unit_interval): its top 23 bits as
+// the mantissa of a float in [1, 2), minus 1 − 2⁻²⁴.
+inline vf unit_of(vu word) {
   return (vf)((word >> 9) | 0x3F800000u) - 0.999999940395355224609375f;
+}
+
+// A uniform variate in (0, 1) from the word of flat index `index`.
+inline vf unit(vu index, const uint32_t* seed) { return unit_of(word_of(index, seed)); }
+
+// uniform of a word: low + (high − low)·unit, as below.
+inline vf uniform_of(vu word, double low, double high) {
+  return static_cast<float>(low) + static_cast<float>(high - low) * unit_of(word);
 }
 
 // uniform(key, shape, low, high) = low + (high − low)·unit, with high − low rounded once to
 // float32 from double, as JAX's weakly typed Python scalars are.
 inline vf uniform(vu index, const uint32_t* seed, double low, double high) {
-  return static_cast<float>(low) + static_cast<float>(high - low) * unit(index, seed);
+  return uniform_of(word_of(index, seed), low, high);
 }
 
 inline vf square_root(vf x) {
@@ -785,64 +812,29 @@ inline vf square_root(vf x) {
 #endif
 }
 
-inline bool any(vi mask) {
-#if defined(__AVX512F__)
-  return _mm512_test_epi32_mask((__m512i)mask, (__m512i)mask) != 0;
-#elif defined(__AVX2__)
-  return _mm256_movemask_ps((__m256)mask) != 0;
-#else
-  for (int j = 0; j < kLanes; ++j)
-    if (mask[j]) return true;
-  return false;
-#endif
+// A variate of mean 0 and variance 1 from a word (jaxpriv.samplers.triangular): the sum of its
+// two 16-bit halves, (hi + lo − 65535)·√6/2¹⁶, triangular on (−√6, √6). Exact integer
+// arithmetic and one rounded product, so it is the JAX sampler's bit for bit.
+inline vf triangular_of(vu word) {
+  const vf hi = __builtin_convertvector((vi)(word >> 16), vf);
+  const vf lo = __builtin_convertvector((vi)(word & 0xFFFFu), vf);
+  return ((hi + lo) - 65535.0f) * kTriangularScale;
 }
 
-// erf⁻¹(x) for |x| < 1: Giles' single-precision approximation, as XLA computes it.
-inline vf erf_inverse(vf x) {
-  const vf w0 = -log_positive<true>((1.0f - x) * (1.0f + x));  // >= 2^-23
-  const vi lt = w0 < 5.0f;
-  static constexpr float small[9] = {2.81022636e-08f, 3.43273939e-07f, -3.5233877e-06f,
-                                     -4.39150654e-06f, 0.00021858087f, -0.00125372503f,
-                                     -0.00417768164f, 0.246640727f, 1.50140941f};
-  static constexpr float large[9] = {-0.000200214257f, 0.000100950558f, 0.00134934322f,
-                                     -0.00367342844f, 0.00573950773f, -0.0076224613f,
-                                     0.00943887047f, 1.00167406f, 2.83297682f};
-  vf p;
-  if (!any(~lt)) {  // no lane in the tails (95% of 16-lane vectors): one polynomial, no selects
-    const vf w = w0 - 2.5f;
-    p = splat(small[0]);
-    for (int i = 1; i < 9; ++i) p = small[i] + p * w;
-    return p * x;
-  }
-  // the tails (w >= 5: |x| > 0.9966) are rare: the square root only where a lane needs it
-  const vf w = lt ? w0 - 2.5f : square_root(larger(w0, splat(0.0f))) - 3.0f;
-  p = lt ? splat(small[0]) : splat(large[0]);
-  for (int i = 1; i < 9; ++i) p = (lt ? splat(small[i]) : splat(large[i])) + p * w;
-  return p * x;
-}
-
-// A standard normal variate from the word of `index`: √2·erf⁻¹ of a uniform on (−1, 1)
-// (jaxpriv.samplers.normal).
-inline vf normal(vu index, const uint32_t* seed) {
-  return 1.41421356237309515f * erf_inverse(uniform(index, seed, -1.0, 1.0));
-}
-
-// log G, G ≈ Gamma(α), from a normal z and a uniform u (jaxpriv.samplers._log_gamma_from):
-// Wilson–Hilferty for α + 1, then + log(u)/α. The per-mechanism constants are set once.
+// log G, G ≈ Gamma(α), from a unit variate z and a uniform u (jaxpriv.samplers._log_gamma_from):
+// log G(α+1) as a normal law's, mean ψ(α+1) and variance ψ′(α+1) by their asymptotic series
+// (a = α+1 >= 1), then G(α) = G(α+1)·U^{1/α}. The per-mechanism constants are set once.
 struct LogGamma {
-  vf log_shape{}, cube_base{}, cube_scale{}, inverse_concentration{};
+  vf mean{}, spread{}, inverse_concentration{};
   LogGamma() = default;
   explicit LogGamma(vf concentration) {
-    const vf shape = 1.0f + concentration;
-    log_shape = log_positive<true>(shape);
-    cube_base = 1.0f - 1.0f / (9.0f * shape);
-    cube_scale = 1.0f / (3.0f * square_root(shape));
+    const vf a = 1.0f + concentration, inverse = 1.0f / a;
+    mean = log_positive<true>(a) - inverse * (0.5f + inverse * (1.0f / 12.0f));
+    spread = square_root(inverse * (1.0f + inverse * (0.5f + inverse * (1.0f / 6.0f))));
     inverse_concentration = 1.0f / concentration;
   }
   vf operator()(vf z, vf u) const {
-    const vf cube = cube_base + z * cube_scale;
-    return log_shape + 3.0f * log_positive<true>(larger(cube, splat(1e-3f))) +
-           log_positive<true>(u) * inverse_concentration;  // u >= 2^-24
+    return (mean + spread * z) + log_positive<true>(u) * inverse_concentration;  // u >= 2^-24
   }
 };
 
@@ -901,8 +893,8 @@ inline void store_lanes(const vf* lanes, int nm, vu b, float* out) {
 // Each mechanism's own mixture branch only. The JAX sampler computes every branch for every
 // mechanism and selects; here mechanisms are first sorted by branch (and by whether they are
 // sparse), so a vector of kLanes mechanisms of one branch computes only what that branch
-// needs: Dirichlet-like rows two words, erf⁻¹ and two logs per entry; Gaussian logits one word
-// and erf⁻¹; randomized response no word at all; the drop mask's word only for sparse ones.
+// needs: Dirichlet-like rows two words and a log per entry; random logits one word; randomized
+// response no word at all; the drop mask's word only for sparse ones.
 // The words, choices and masks are those the JAX sampler draws for the same indices.
 template <int kN, int kM, int kKind, bool kSparse>
 void sample_lanes(const uint32_t* seeds, vu b, int n_, int m_, float* out, std::vector<vf>& row,
@@ -919,17 +911,21 @@ void sample_lanes(const uint32_t* seeds, vu b, int n_, int m_, float* out, std::
     rr = uniform(b, seeds + 10, 0.0, 8.0);
   }
   if (kSparse) rate = uniform(b, seeds + 14, 0.0, 0.5);
-  const vu entries = b * static_cast<uint32_t>(n * m);
+  const vu rows = b * static_cast<uint32_t>(n);
   for (int d = 0; d < n; ++d) {
     vf top = minus_inf;
+    // the row's keys for its entries' z and u words (entry_bits)
+    const vu row_index = rows + static_cast<uint32_t>(d);
+    vu key_z{}, key_u{};
+    if (kKind != kResponse) key_z = word_of(row_index, seeds + 2);
+    if (kKind == kDirichlet || kSparse) key_u = word_of(row_index, seeds + 4);
     for (int w = 0; w < m; ++w) {
-      const vu index = entries + static_cast<uint32_t>(d * m + w);
       vf value, u{};
-      if (kKind == kDirichlet || kSparse) u = unit(index, seeds + 4);
+      if (kKind == kDirichlet || kSparse) u = unit_of(entry_word(key_u, w));
       if (kKind == kResponse) {
         value = d == w ? rr : zero;
       } else {
-        const vf z = normal(index, seeds + 2);
+        const vf z = triangular_of(entry_word(key_z, w));
         value = kKind == kDirichlet ? log_gamma(z, u) : scale * z;
       }
       row[w] = value;
@@ -1095,14 +1091,14 @@ template <int kFlat>
 void prior_lanes(const uint32_t* seeds, int kind, float eps_max, float zero_fraction,
                  float belief_eps_max, vu b, int n, vf* row, float* log_prior,
                  float* log_belief) {
-  const vu entries = b * static_cast<uint32_t>(n);
   const float flat_level = static_cast<float>(-std::log(static_cast<double>(n)));
   if (kind == kPriorUniform || (kind == kPriorDirichlet && kFlat == kFlatAll)) {
     for (int d = 0; d < n; ++d) row[d] = splat(flat_level);
   } else if (kind == kPriorClose) {
     vf low = splat(kInf), high = splat(-kInf);
+    const vu key = word_of(b, seeds + 0);
     for (int d = 0; d < n; ++d) {
-      row[d] = unit(entries + static_cast<uint32_t>(d), seeds + 0);
+      row[d] = unit_of(entry_word(key, d));
       low = smaller(low, row[d]);
       high = larger(high, row[d]);
     }
@@ -1113,9 +1109,9 @@ void prior_lanes(const uint32_t* seeds, int kind, float eps_max, float zero_frac
     normalize(row, n);
   } else {
     const LogGamma log_gamma(exp_bounded(uniform(b, seeds + 0, std::log(1e-1), std::log(1e2))));
+    const vu key_z = word_of(b, seeds + 4), key_u = word_of(b, seeds + 6);
     for (int d = 0; d < n; ++d) {
-      const vu index = entries + static_cast<uint32_t>(d);
-      row[d] = log_gamma(normal(index, seeds + 4), unit(index, seeds + 6));
+      row[d] = log_gamma(triangular_of(entry_word(key_z, d)), unit_of(entry_word(key_u, d)));
     }
     normalize(row, n);
     if (kFlat == kFlatSome) {
@@ -1128,8 +1124,9 @@ void prior_lanes(const uint32_t* seeds, int kind, float eps_max, float zero_frac
     const vf rate = uniform(b, seeds + 12, 0.0, 0.5);
     vf top = row[0];
     for (int d = 1; d < n; ++d) top = larger(top, row[d]);
+    const vu key = word_of(b, seeds + 14);
     for (int d = 0; d < n; ++d) {
-      const vi drop = unit(entries + static_cast<uint32_t>(d), seeds + 14) < rate;
+      const vi drop = unit_of(entry_word(key, d)) < rate;
       row[d] = (chosen & drop & (row[d] < top)) ? splat(-kInf) : row[d];
     }
     normalize(row, n);
@@ -1137,8 +1134,8 @@ void prior_lanes(const uint32_t* seeds, int kind, float eps_max, float zero_frac
   store_rows(row, n, b, log_prior);
   if (belief_eps_max > 0.0f) {
     const vf size = uniform(b, seeds + 18, 0.0, belief_eps_max);
-    for (int d = 0; d < n; ++d)
-      row[d] = row[d] + size * uniform(entries + static_cast<uint32_t>(d), seeds + 16, -1.0, 1.0);
+    const vu key = word_of(b, seeds + 16);
+    for (int d = 0; d < n; ++d) row[d] = row[d] + size * uniform_of(entry_word(key, d), -1.0, 1.0);
     normalize(row, n);
   }
   store_rows(row, n, b, log_belief);
