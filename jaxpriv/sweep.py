@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from jaxpriv import fused, io, registry, runstate, samplers, statistical_audit
+from jaxpriv import fused, io, native, registry, runstate, samplers, statistical_audit
 from jaxpriv.errors import InputError
 from jaxpriv.mechanisms import Mechanism, Records
 
@@ -229,6 +229,15 @@ def _merge_best(best: Best, cell, score, index, mech: Mechanism, values) -> Best
                                    mech.log_prior[local], mech.log_belief[local], values[local]))
 
 
+def _best_at(position, score, index, mech: Mechanism, values) -> Best:
+    """``Best`` of the entries at ``position`` (``−1``: none, which never wins a fold):
+    :func:`_merge_best`'s result where its winners are ``position``."""
+    found = position >= 0
+    local = jnp.where(found, position, score.shape[0] - 1)
+    return Best(jnp.where(found, score[local], -jnp.inf), jnp.where(found, index[local], _NO_INDEX),
+                mech.log_K[local], mech.log_prior[local], mech.log_belief[local], values[local])
+
+
 def _keep_better(best: Best, other: Best) -> Best:
     """Cell by cell, ``other``'s entry where it beats ``best``'s: a higher score, ties to the
     smaller index (an empty entry, index ``_NO_INDEX``, never wins)."""
@@ -397,6 +406,8 @@ def make_step(config: SweepConfig, relation=None,
     # blocks drawn together where the native kernels draw (bit for bit the same results); JAX's
     # sampler is compiled for the shape it draws, and its values move by an ulp with it
     group = block_group(config, jax.device_count()) if samplers.draws_natively(sampler) else 1
+    # the group's reduction by the native kernel where there is one (bit for bit XLA's)
+    reduce_natively = jax.default_backend() == "cpu" and native.available()
 
     def draw_block(seeds):
         mech = samplers.sample_seeded(seeds, config.block, spec, kernel=sampler)
@@ -437,19 +448,28 @@ def make_step(config: SweepConfig, relation=None,
         else:
             p_bin = jnp.zeros_like(x_bin)
         cell = (x_bin * config.param_bins + p_bin).astype(jnp.int32)
-        empty = _empty_best(config.cells, config.n, config.m)
-        envelope = _merge_best(empty, cell, jnp.where(in_range, envelope_score(
-            relation, result.conclusion, param), -jnp.inf), index, mech, values)
+        score = jnp.where(in_range, envelope_score(relation, result.conclusion, param), -jnp.inf)
         slack = jnp.where(valid, result.slack, jnp.inf)
-        worst = _merge_best(_empty_best(1, config.n, config.m), jnp.zeros_like(cell), -slack,
-                            index, mech, values)
-        counts = jnp.zeros((config.cells,), jnp.int32).at[cell].add(in_range.astype(jnp.int32))
-        # each block's own offers; top_k keeps the earlier of equal slacks, i.e. the smaller
-        # index, as _lowest does
-        neg, top = jax.lax.top_k(-_candidate_slack(slack).reshape(group, config.block),
-                                 candidates_per_block)
-        top = (top + config.block * jnp.arange(group, dtype=jnp.int32)[:, None]).reshape(-1)
-        candidates = Candidates(-neg.reshape(-1), index[top], mech.log_K[top],
+        order = _candidate_slack(slack)
+        if reduce_natively:  # the same winners in one pass (index grows with the position)
+            winner, counts, worst_at, top = native.group_winners(
+                jnp.where(in_range, cell, -1), score, -slack, order, config.cells,
+                config.block, candidates_per_block)
+            envelope = _best_at(winner, score, index, mech, values)
+            worst = _best_at(worst_at[None], -slack, index, mech, values)
+        else:
+            envelope = _merge_best(_empty_best(config.cells, config.n, config.m), cell, score,
+                                   index, mech, values)
+            worst = _merge_best(_empty_best(1, config.n, config.m), jnp.zeros_like(cell),
+                                -slack, index, mech, values)
+            counts = jnp.zeros((config.cells,), jnp.int32).at[cell].add(
+                in_range.astype(jnp.int32))
+            # each block's own offers; top_k keeps the earlier of equal slacks, i.e. the
+            # smaller index, as _lowest does
+            top = jax.lax.top_k(-order.reshape(group, config.block), candidates_per_block)[1]
+            top = top + config.block * jnp.arange(group, dtype=jnp.int32)[:, None]
+        top = top.reshape(-1)
+        candidates = Candidates(order[top], index[top], mech.log_K[top],
                                 mech.log_prior[top], mech.log_belief[top], values[top])
         return envelope, worst, counts, jnp.sum(valid, dtype=jnp.int32), candidates
 
@@ -512,9 +532,9 @@ def make_step(config: SweepConfig, relation=None,
     # emitters, bit for bit the same here) where native kernels draw and screen (what is left to
     # XLA is small); JAX's own sampler runs a third slower at level 1 (R1 at n = m = 8: 2.9 ->
     # 1.9e6/s) and the reference database notions half as fast (R7 0.47 -> 0.25e6/s)
-    native = screen_fused and samplers.draws_natively(sampler)
+    all_native = screen_fused and samplers.draws_natively(sampler)
     xla_options = (fused.program_options(config.n, config.m, config.count * config.n * config.m)
-                   if native else fused.compiler_options(config.n, config.m))
+                   if all_native else fused.compiler_options(config.n, config.m))
     # state and candidates whole on every device (and every process of a group)
     core = jax.jit(step, donate_argnums=0, compiler_options=xla_options,
                    out_shardings=NamedSharding(mesh, PartitionSpec()))

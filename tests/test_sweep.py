@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from jaxpriv import cli, fused, registry, report, samplers, sweep
+from jaxpriv.mechanisms import Mechanism
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -354,3 +355,42 @@ def test_blocks_drawn_together_or_one_by_one_give_the_same_sweep(monkeypatch, re
     assert groups[0] == 1 and groups[1] > 1
     for a, b in zip(*results):
         np.testing.assert_array_equal(a, b)
+
+
+def test_the_native_group_reduction_picks_what_xla_picks():
+    """native.group_winners (one pass) against the sweep's XLA reduction on crafted input: ties
+    in score (the smaller position wins), −∞ scores (never win), a NaN score (its cell has no
+    winner, as XLA's NaN-propagating max leaves it), mechanisms out of range (cell −1: not
+    counted), an all-+∞ block of candidate order (the earliest positions fill it)."""
+    from jaxpriv import native
+
+    if not native.available():
+        pytest.skip("the native kernel is not available here")
+    rng = np.random.default_rng(5)
+    size, block, k, cells = 3 * 64, 64, 5, 7
+    cell = rng.integers(-1, cells, size).astype(np.int32)
+    score = rng.choice([0.5, 1.0, 2.0, -np.inf], size).astype(np.float32)  # many ties
+    score[cell == 3] = -np.inf
+    score[np.flatnonzero(cell == 5)[1]] = np.nan
+    worst = rng.choice([0.25, 0.75, -np.inf], size).astype(np.float32)
+    order = rng.choice([0.0, 0.1, 0.3, np.inf, -np.inf], size).astype(np.float32)
+    order[block:2 * block] = np.inf
+    winner, count, worst_at, lowest = jax.jit(
+        lambda *a: native.group_winners(*a, cells, block, k))(cell, score, worst, order)
+
+    index = jnp.arange(size, dtype=jnp.int32)
+    mech = Mechanism(jnp.zeros((size, 2, 2)), jnp.zeros((size, 2)), jnp.zeros((size, 2)))
+    values = jnp.zeros((size, 2))
+    in_range = cell >= 0
+    expected = sweep._merge_best(sweep._empty_best(cells, 2, 2), jnp.where(in_range, cell, 0),
+                                 jnp.where(in_range, score, -jnp.inf), index, mech, values)
+    found = np.asarray(winner) >= 0
+    np.testing.assert_array_equal(np.where(found, winner, sweep._NO_INDEX), expected.index)
+    assert not found[3] and not found[5] and found.sum() >= 4
+    np.testing.assert_array_equal(count, np.bincount(cell[in_range], minlength=cells))
+    expected_worst = sweep._merge_best(sweep._empty_best(1, 2, 2), jnp.zeros(size, jnp.int32),
+                                       jnp.asarray(worst), index, mech, values)
+    assert int(worst_at) == int(expected_worst.index[0])
+    top = jax.lax.top_k(-jnp.asarray(order).reshape(3, block), k)[1]
+    np.testing.assert_array_equal(lowest, top + block * np.arange(3)[:, None])
+    np.testing.assert_array_equal(lowest[1], block + np.arange(k))

@@ -51,7 +51,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float, UInt32
+from jaxtyping import Array, Float, Int, UInt32
 
 SOURCE = Path(__file__).with_name("record_levels.cc")
 TARGET = "jaxpriv_record_levels"
@@ -60,6 +60,7 @@ SAMPLER_TARGET = "jaxpriv_sample_log_k"
 SAMPLER_SYMBOL = "JaxprivSampleLogK"
 PRIOR_SYMBOL = "JaxprivSamplePrior"
 DATABASE_SYMBOL = "JaxprivDatabaseLevels"
+WINNERS_SYMBOL = "JaxprivGroupWinners"
 DATABASE_FIELDS = ("dp", "bdp", "sp", "bsp", "mp", "bsp_games")
 _DATABASE_WANTS = {"dp": 1, "bdp": 2, "mp": 2 | 1, "sp": 4, "bsp": 8, "bsp_games": 16}
 PRIOR_KINDS = ("uniform", "close", "dirichlet")
@@ -151,6 +152,46 @@ def database_levels(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n
     if reason is not None:
         raise RuntimeError(f"the native kernel is not available: {reason}")
     return _databases(TARGET + "_databases", log_K, log_prior, records, fields)
+
+
+def group_winners(cell: Int[Array, " N"], score: Float[Array, " N"], worst: Float[Array, " N"],
+                  order: Float[Array, " N"], cells: int, block: int, k: int
+                  ) -> tuple[Int[Array, " cells"], Int[Array, " cells"], Int[Array, ""],
+                             Int[Array, "blocks k"]]:
+    """The sweep's reduction of a group of mechanisms, in one pass (for
+    :func:`jaxpriv.sweep.make_step`, where XLA's scatters, gathers and ``top_k`` cost ~100 small
+    operations). Positions ``0..N−1`` must be in the order of the mechanisms' indices: ties go
+    to the smaller position.
+
+    Args:
+      cell: each mechanism's envelope cell, ``−1`` where it is not in range; int32, ``(N,)``.
+      score: the envelope's score (the highest above ``−∞`` wins its cell); float32, ``(N,)``.
+      worst: the worst point's score (the highest above ``−∞`` wins); float32, ``(N,)``.
+      order: the candidates' order (each block's ``k`` lowest win; never NaN); float32,
+        ``(N,)``.
+      cells, block, k: cells; mechanisms per block (divides ``N``); candidates per block.
+
+    Returns:
+      ``(winner, count, worst_winner, lowest)``: each cell's winning position (``−1``: none, or
+      a NaN score in the cell, as XLA's NaN-propagating max leaves it) and its count of
+      mechanisms, int32 ``(cells,)``; the worst point's position (``−1``: none), int32 ``()``;
+      each block's ``k`` lowest positions, lowest first, int32 ``(N/block, k)``.
+
+    Raises:
+      RuntimeError: if the native kernel is not available (see :func:`unavailable_reason`).
+    """
+    reason = _registered()
+    if reason is not None:
+        raise RuntimeError(f"the native kernel is not available: {reason}")
+    size = cell.shape[0]
+    if size % block or not 0 < k <= block:
+        raise ValueError(f"group_winners: {size} mechanisms in blocks of {block}, {k} each")
+    out = (jax.ShapeDtypeStruct((cells,), jnp.int32), jax.ShapeDtypeStruct((cells,), jnp.int32),
+           jax.ShapeDtypeStruct((), jnp.int32),
+           jax.ShapeDtypeStruct((size // block, k), jnp.int32))
+    return tuple(jax.ffi.ffi_call(TARGET + "_winners", out, vmap_method="sequential")(
+        cell.astype(jnp.int32), score.astype(jnp.float32), worst.astype(jnp.float32),
+        order.astype(jnp.float32), block=np.int32(block)))
 
 
 def _databases(target, log_K, log_prior, records, fields):
@@ -254,7 +295,8 @@ def _call(target: str, *arrays: Array, with_abp: bool = True) -> tuple[Array, ..
 
 def register(library_file: Path, target: str, sampler_target: str | None = None) -> int:
     """Loads a built library and registers its kernel as the CPU FFI target ``target``, its
-    database kernel as ``target + "_databases"`` (and its
+    database kernel as ``target + "_databases"``, the sweep's reduction as
+    ``target + "_winners"`` (and its
     samplers as ``sampler_target`` and ``sampler_target + "_prior"``, if given).
 
     Returns:
@@ -265,6 +307,9 @@ def register(library_file: Path, target: str, sampler_target: str | None = None)
                                 platform="cpu")
     jax.ffi.register_ffi_target(target + "_databases",
                                 jax.ffi.pycapsule(getattr(library, DATABASE_SYMBOL)),
+                                platform="cpu")
+    jax.ffi.register_ffi_target(target + "_winners",
+                                jax.ffi.pycapsule(getattr(library, WINNERS_SYMBOL)),
                                 platform="cpu")
     if sampler_target is not None:
         jax.ffi.register_ffi_target(sampler_target,

@@ -1217,6 +1217,95 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxprivSamplePrior, SamplePrior,
                                   .Attr<float>("zero_fraction")
                                   .Attr<float>("belief_eps_max"));
 
+// ---------------------------------------------------------------------------------------------
+// The sweep's reduction of a group of blocks (jaxpriv.native.group_winners, for
+// jaxpriv.sweep's evaluate_block): what XLA computes with scatters, gathers and top_k — about a
+// hundred small operations of fixed cost each — in one pass.
+//
+// Positions are the mechanisms' places in the group, in the order of their global indices, so
+// "ties to the smallest index" is "ties to the smallest position". Per cell (cell < 0: not in
+// range) the count, and the position of the highest score above −∞ (−1: none; a NaN score in
+// a cell leaves it none, as XLA's NaN-propagating max does); the same over every mechanism for
+// `worst`; per block of `block` positions the `k` lowest `order` values (NaN never given: the
+// caller maps it), ties to the smaller position, lowest first (jax.lax.top_k of −order).
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+ffi::Error GroupWinners(ffi::Buffer<ffi::S32> cell, ffi::Buffer<ffi::F32> score,
+                        ffi::Buffer<ffi::F32> worst, ffi::Buffer<ffi::F32> order,
+                        ffi::ResultBuffer<ffi::S32> winner, ffi::ResultBuffer<ffi::S32> count,
+                        ffi::ResultBuffer<ffi::S32> worst_winner,
+                        ffi::ResultBuffer<ffi::S32> lowest, int32_t block) {
+  const int64_t size = cell.element_count(), cells = winner->element_count();
+  const int64_t k = lowest->dimensions().back();
+  if (score.element_count() != size || worst.element_count() != size ||
+      order.element_count() != size || count->element_count() != cells || block <= 0 ||
+      size % block != 0 || k > block || lowest->element_count() != size / block * k ||
+      worst_winner->element_count() != 1)
+    return ffi::Error::InvalidArgument("group_winners: inconsistent shapes");
+  const int32_t* c = cell.typed_data();
+  const float* s = score.typed_data();
+  const float* v = worst.typed_data();
+  const float* o = order.typed_data();
+  int32_t* win = winner->typed_data();
+  int32_t* n = count->typed_data();
+  std::vector<float> best(cells, -kInf);
+  std::vector<char> poisoned(cells, 0);
+  for (int64_t j = 0; j < cells; ++j) win[j] = -1, n[j] = 0;
+  float worst_best = -kInf;
+  bool worst_poisoned = false;
+  int32_t worst_at = -1;
+  for (int64_t i = 0; i < size; ++i) {
+    const float w = v[i];
+    if (w != w) worst_poisoned = true;
+    else if (w > worst_best) worst_best = w, worst_at = static_cast<int32_t>(i);
+    const int32_t j = c[i];
+    if (j < 0 || j >= cells) continue;
+    ++n[j];
+    const float x = s[i];
+    if (x != x) poisoned[j] = 1;
+    else if (x > best[j]) best[j] = x, win[j] = static_cast<int32_t>(i);
+  }
+  for (int64_t j = 0; j < cells; ++j)
+    if (poisoned[j]) win[j] = -1;
+  worst_winner->typed_data()[0] = worst_poisoned ? -1 : worst_at;
+  // the k lowest of each block: an insertion list, entered only below its largest
+  std::vector<float> value(k);
+  int32_t* low = lowest->typed_data();
+  for (int64_t first = 0; first < size; first += block) {
+    int32_t* at = low + first / block * k;
+    int64_t filled = 0;
+    for (int64_t i = first; i < first + block; ++i) {
+      const float x = o[i];
+      if (filled == k && !(x < value[k - 1])) continue;
+      int64_t q = filled < k ? filled++ : k - 1;
+      while (q > 0 && x < value[q - 1]) {  // equal values keep the earlier position first
+        value[q] = value[q - 1];
+        at[q] = at[q - 1];
+        --q;
+      }
+      value[q] = x;
+      at[q] = static_cast<int32_t>(i);
+    }
+  }
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxprivGroupWinners, GroupWinners,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::S32>>()
+                                  .Ret<ffi::Buffer<ffi::S32>>()
+                                  .Ret<ffi::Buffer<ffi::S32>>()
+                                  .Ret<ffi::Buffer<ffi::S32>>()
+                                  .Attr<int32_t>("block"));
+
 // Mechanisms per vector in this build: 16 with AVX-512, 8 with AVX2, 4 otherwise. With 4 (SSE,
 // or another architecture's 128-bit vectors) the kernel is correct but no faster than XLA's
 // (measured with -march=x86-64: 3.5e6 vs 4.1e6/s at n = m = 8), so jaxpriv.native does not use
