@@ -249,8 +249,11 @@ def sample_log_K(key: PRNGKeyArray, count: int, n: int, m: int, sparse_fraction:
                       jnp.where(kind == 1, gaussian, rr))
     sparse = uniform(keys[6], (count, 1, 1)) < sparse_fraction
     drop = u < uniform(keys[7], (count, 1, 1), 0.0, 0.5)
-    keep = log_w >= jnp.max(log_w, axis=-1, keepdims=True)  # never empty a row
-    return _normalize_rows(jnp.where(sparse & drop & ~keep, -jnp.inf, log_w))
+    top = jnp.max(log_w, axis=-1, keepdims=True)
+    kept = jnp.where(sparse & drop & (log_w < top), -jnp.inf, log_w)  # never a row's largest
+    # logsumexp with the maximum it shares with the mask (a row keeps its largest entry): one
+    # reduction less for XLA to fuse the draw into (it recomputes the draw in each)
+    return kept - (top + jnp.log(jnp.sum(jnp.exp(kept - top), axis=-1, keepdims=True)))
 
 
 def draws_natively(kernel: str) -> bool:
