@@ -153,5 +153,7 @@ def test_one_tile_off_the_cpu_runs_without_a_loop(monkeypatch):
     for name, a, b in zip(tiled._fields, tiled, whole):
         a, b = np.asarray(a), np.asarray(b)
         np.testing.assert_array_equal(np.isinf(a), np.isinf(b), err_msg=name)
-        np.testing.assert_allclose(b[np.isfinite(a)], a[np.isfinite(a)], rtol=1e-6, atol=1e-7,
+        # a level is a difference of O(1) logs: a few float32 ulps of those (2.4e-7 measured
+        # on a small MBP) apart where XLA fuses the two paths differently
+        np.testing.assert_allclose(b[np.isfinite(a)], a[np.isfinite(a)], rtol=1e-6, atol=5e-7,
                                    err_msg=name)

@@ -30,6 +30,37 @@ def test_words_are_balanced_bit_by_bit():
     assert abs(np.mean(signs[1:] * signs[:-1])) < 0.012
 
 
+def test_entry_words_are_one_round_over_the_rows_key():
+    """entry_bits: entry w of row r is mix(k_r ⊕ c_w), k_r the row's random_bits word and c_w =
+    mix(w·φ + offset), written out here; a row's words are distinct and depend on its index
+    only (a prefix of rows draws the same words); bits balanced; the same key's other rows and
+    another key's rows share no row's words."""
+    key = jax.random.key(11)
+    words = np.asarray(samplers.entry_bits(key, (300, 4, 9)))
+    rows = np.asarray(samplers.random_bits(key, (300, 4)))
+
+    def mix(x):
+        x = np.asarray(x, np.uint64) & 0xFFFFFFFF
+        x ^= x >> 16
+        x = (x * 0x7FEB352D) & 0xFFFFFFFF
+        x ^= x >> 15
+        x = (x * 0x846CA68B) & 0xFFFFFFFF
+        return x ^ (x >> 16)
+
+    constants = mix(np.arange(9, dtype=np.uint64) * samplers.ENTRY_WEYL + samplers.ENTRY_OFFSET)
+    np.testing.assert_array_equal(words, mix(rows[..., None] ^ constants).astype(np.uint32))
+    np.testing.assert_array_equal(np.asarray(samplers.entry_bits(key, (7, 4, 9))), words[:7])
+    assert all(len(set(row.tolist())) == 9 for row in words.reshape(-1, 9))
+    other = np.asarray(samplers.entry_bits(jax.random.fold_in(key, 1), (300, 4, 9)))
+    assert len(set(map(bytes, words.reshape(-1, 9))) & set(map(bytes, other.reshape(-1, 9)))) == 0
+    big = np.asarray(samplers.entry_bits(jax.random.key(0), (1 << 15, 8))).ravel()
+    share = ((big[:, None] >> np.arange(32, dtype=np.uint32)) & 1).mean(axis=0)
+    assert np.all(np.abs(share - 0.5) < 0.006), share  # 2^18 fair bits: 6 sigma
+    # neighbouring entries of a row are not correlated
+    signs = 2.0 * (big & 1).astype(np.float64) - 1.0
+    assert abs(np.mean(signs[1:] * signs[:-1])) < 0.012
+
+
 def test_unit_interval_is_open_at_both_ends():
     extremes = jnp.array([0, 1 << 9, 0xFFFFFFFF], jnp.uint32)
     u = np.asarray(samplers.unit_interval(extremes), np.float64)

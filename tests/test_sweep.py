@@ -246,9 +246,11 @@ def test_native_and_xla_screens_give_the_same_sweep(native_built, monkeypatch, r
     with_xla = sweep.run(config, progress=False)
     assert with_native.violation_count == with_xla.violation_count
     a, b = envelope_arrays(with_native), envelope_arrays(with_xla)
-    # a premise (or R6's parameter) within float32 rounding of a bin edge moves bins: the
-    # samplers' values differ by a few ulps (measured: 22 of 30,000 mechanisms for R6)
-    assert abs(int(a["count"].sum()) - int(b["count"].sum())) <= 4
+    # a premise (or R6's parameter) within float32 rounding of a bin edge, or of the range's
+    # end, moves bins or leaves the range: the samplers' values differ by a few ulps (measured:
+    # 22 of 30,000 mechanisms moved for R6 with the earlier sampler law; 7 of 16,860 in range
+    # left it with the current one)
+    assert abs(int(a["count"].sum()) - int(b["count"].sum())) <= max(4, 1e-3 * a["count"].sum())
     assert np.abs(a["count"] - b["count"]).sum() <= max(8, 2e-3 * a["count"].sum())
     np.testing.assert_array_equal(np.isfinite(a["score"]), np.isfinite(b["score"]))
     finite = np.isfinite(a["score"])
