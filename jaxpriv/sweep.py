@@ -19,7 +19,9 @@ and the reductions are max/min with ties broken by the smallest global index. At
 step is compiled with :func:`jaxpriv.fused.compiler_options` (also where the reference notions
 screen: relations between BDP and BSP or MP sweep 1.25–1.7× faster at k = 2, r = 3).
 On a CPU with :mod:`jaxpriv.native`, mechanisms are drawn by its sampler (the same draws to
-float32 rounding; ``make_step(..., sampler="xla")`` keeps JAX's). The mesh spans every process
+float32 rounding; ``make_step(..., sampler="xla")`` keeps JAX's), a device draws a few blocks at
+a time (:func:`block_group`) and each group is reduced by one native pass
+(:func:`jaxpriv.native.group_winners`): the same bits as block by block in XLA. The mesh spans every process
 of a group (:mod:`jaxpriv.group`); state and candidates come back whole on each.
 """
 
