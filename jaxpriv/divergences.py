@@ -148,19 +148,44 @@ def kl(p: Float[Array, "... k"], q: Float[Array, "... k"]) -> Float[Array, "..."
     Returns:
       shape ``(...)``, in ``[0, +∞]``.
     """
+    both = (p > 0) & (q > 0)
+    return _kl(p, q, jnp.log(jnp.where(both, p, 1.0)), jnp.log(jnp.where(both, q, 1.0)), p > 0,
+               q > 0)
+
+
+def kl_from_logs(log_p: Float[Array, "... k"], log_q: Float[Array, "... k"]
+                 ) -> Float[Array, "..."]:
+    """:func:`kl` of ``P = exp(log_p)``, ``Q = exp(log_q)``, with the logs where the values
+    underflow: an entry is zero only where its log is ``−∞``, so ``Q = e^{−110}`` under
+    ``P = e^{−50}`` adds its true tiny term (float32 would round ``Q`` to 0 and give ``+∞``).
+
+    Args:
+      log_p: log-distribution(s), shape ``(..., k)``, each summing to 1.
+      log_q: log-distribution(s), broadcastable to ``log_p``, each summing to 1.
+
+    Returns:
+      shape ``(...)``, in ``[0, +∞]``: ``+∞`` only where ``log_q = −∞ < log_p``.
+    """
+    p_pos, q_pos = log_p > -jnp.inf, log_q > -jnp.inf
+    both = p_pos & q_pos
+    return _kl(jnp.exp(log_p), jnp.exp(log_q), jnp.where(both, log_p, 0.0),
+               jnp.where(both, log_q, 0.0), p_pos, q_pos)
+
+
+def _kl(p, q, log_p, log_q, p_pos, q_pos):
+    """:func:`kl`'s sum: the values, their logs (finite where both are positive) and which
+    entries are positive."""
     total = p + q
     t, occupied = _relative_difference(total, p - q)
-    only_p = (p > 0) & (q <= 0)
-    only_q = (q > 0) & (p <= 0)
+    only_p = p_pos & ~q_pos
+    only_q = q_pos & ~p_pos
     # |t| ≤ ½ (P/Q within [⅓, 3]): the atanh form, accurate as P → Q; beyond, the direct
     # Bregman term P(log P − log Q) − P + Q, which cannot cancel there and stays finite when
     # t rounds to ±1 (P/Q beyond 1e16, yet Q > 0)
-    near = occupied & ~only_p & ~only_q & (jnp.abs(t) <= 0.5)
+    both = p_pos & q_pos
+    near = occupied & both & (jnp.abs(t) <= 0.5)
     ti = jnp.where(near, t, 0.0)
     interior = 0.5 * total * (2.0 * ti * jnp.arctanh(ti) + 2.0 * _atanh_minus_identity(ti))
-    both = (p > 0) & (q > 0)
-    log_p = jnp.log(jnp.where(both, p, 1.0))
-    log_q = jnp.log(jnp.where(both, q, 1.0))
     direct = p * (log_p - log_q) - p + q
     terms = jnp.where(near, interior, jnp.where(both, direct, 0.0))
     terms = jnp.where(only_p, jnp.inf, jnp.where(only_q, q, terms))

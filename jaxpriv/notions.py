@@ -251,7 +251,7 @@ def mutual_information_kernel(log_K: Float[Array, "*b n m"], log_prior: Float[Ar
                               ) -> Float[Array, "*b"]:
     """``I(D; W) = Σ_d π(d) KL(K[d,·] ‖ p)`` in nats (stable near independence)."""
     log_p = log_marginal_kernel(log_K, log_prior)
-    per_secret = divergences.kl(jnp.exp(log_K), jnp.exp(log_p)[..., None, :])
+    per_secret = divergences.kl_from_logs(log_K, log_p[..., None, :])
     prior = jnp.exp(log_prior)
     return jnp.sum(jnp.where(prior > 0, prior * jnp.where(prior > 0, per_secret, 0.0), 0.0),
                    axis=-1)

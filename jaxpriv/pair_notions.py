@@ -106,7 +106,7 @@ def tv_pair(log_P, log_Q):
 
 def kl_pair(log_P, log_Q):
     """``Σ P log(P/Q)`` (accurate as ``P → Q``, see :func:`jaxpriv.divergences.kl`)."""
-    return divergences.kl(jnp.exp(log_P), jnp.exp(log_Q))
+    return divergences.kl_from_logs(log_P, log_Q)
 
 
 def chi2_pair(log_P, log_Q):

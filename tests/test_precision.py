@@ -121,3 +121,30 @@ def test_js_terms_fast_matches_float64_reference_over_the_whole_range():
                               np.asarray(divergences.js_terms(total, total * t)))
     np.testing.assert_allclose(fast32, want, rtol=2e-6, atol=1e-37)
     assert fast32[t == 0][0] == 0 and (fast32[np.abs(t) > 1e-15] > 0).all()  # t² underflows below
+
+
+def test_float32_kl_and_mutual_information_stay_finite_where_a_marginal_underflows():
+    """A secret of prior 4e-9 whose row puts e^-81 on an output that the others give e^-91 and
+    less: the marginal there is ~3e-40, below float32's normal range (XLA flushes it to 0), yet
+    positive, so I(D;W) and KL are finite — in float32 they once came out +∞ (KL from exp'd
+    values). Found by a quick-audit sweep of D16 (mechanism 5208, seed 0). Against float64."""
+    log_K = np.array([[-55.837662, -3.4973621e-03, -183.43863, -5.6574626],
+                      [-388.42148, 0.0, -80.905716, -219.379],
+                      [-5.3405762e-05, -9.8633537, -191.12793, -195.32605],
+                      [-51.958466, -91.564194, -90.952591, 0.0]])
+    log_K = log_K - np.logaddexp.reduce(log_K, axis=1, keepdims=True)
+    log_prior = np.log(np.array([5.4528672e-02, 4.3344095e-05, 4.3528057e-09, 9.4542783e-01]))
+    log_prior -= np.logaddexp.reduce(log_prior)
+    with jax.enable_x64(True):
+        exact = float(notions.mutual_information(Mechanism(
+            jnp.asarray(log_K), jnp.asarray(log_prior), jnp.asarray(log_prior))))
+        exact_kl = float(divergences.kl_from_logs(jnp.asarray(log_K[1]), jnp.asarray(log_K[3])))
+    mech32 = Mechanism(jnp.asarray(log_K, jnp.float32), jnp.asarray(log_prior, jnp.float32),
+                       jnp.asarray(log_prior, jnp.float32))
+    mi = float(jax.jit(notions.mutual_information)(mech32))
+    assert np.isfinite(mi) and mi == pytest.approx(exact, rel=1e-5)
+    kl = float(jax.jit(divergences.kl_from_logs)(mech32.log_K[1], mech32.log_K[3]))
+    assert kl == pytest.approx(exact_kl, rel=1e-5)
+    # a zero (log −∞) under positive mass is still +∞
+    assert float(divergences.kl_from_logs(jnp.array([0.0, -jnp.inf]),
+                                          jnp.array([-jnp.inf, 0.0]))) == np.inf
