@@ -450,20 +450,25 @@ def make_step(config: SweepConfig, relation=None,
         else:
             p_bin = jnp.zeros_like(x_bin)
         cell = (x_bin * config.param_bins + p_bin).astype(jnp.int32)
+        # a NaN level (a float32 kernel's bug) must not erase its block's or group's bests (a
+        # max propagates NaN): it never wins a cell or the worst point, and goes first to the
+        # float64 check as a candidate (_candidate_slack)
         score = jnp.where(in_range, envelope_score(relation, result.conclusion, param), -jnp.inf)
+        score = jnp.where(jnp.isnan(score), -jnp.inf, score)
         slack = jnp.where(valid, result.slack, jnp.inf)
+        worst_score = jnp.where(jnp.isnan(slack), -jnp.inf, -slack)
         order = _candidate_slack(slack)
         if reduce_natively:  # the same winners in one pass (index grows with the position)
             winner, counts, worst_at, top = native.group_winners(
-                jnp.where(in_range, cell, -1), score, -slack, order, config.cells,
+                jnp.where(in_range, cell, -1), score, worst_score, order, config.cells,
                 config.block, candidates_per_block)
             envelope = _best_at(winner, score, index, mech, values)
-            worst = _best_at(worst_at[None], -slack, index, mech, values)
+            worst = _best_at(worst_at[None], worst_score, index, mech, values)
         else:
             envelope = _merge_best(_empty_best(config.cells, config.n, config.m), cell, score,
                                    index, mech, values)
             worst = _merge_best(_empty_best(1, config.n, config.m), jnp.zeros_like(cell),
-                                -slack, index, mech, values)
+                                worst_score, index, mech, values)
             counts = jnp.zeros((config.cells,), jnp.int32).at[cell].add(
                 in_range.astype(jnp.int32))
             # each block's own offers; top_k keeps the earlier of equal slacks, i.e. the

@@ -396,3 +396,34 @@ def test_the_native_group_reduction_picks_what_xla_picks():
     top = jax.lax.top_k(-jnp.asarray(order).reshape(3, block), k)[1]
     np.testing.assert_array_equal(lowest, top + block * np.arange(3)[:, None])
     np.testing.assert_array_equal(lowest[1], block + np.arange(k))
+
+
+def test_a_nan_slack_erases_no_bests_and_goes_to_the_float64_check(monkeypatch):
+    """A float32 kernel that returns NaN (a bug, e.g. a compiled zCDP level) for one mechanism
+    of a block must not erase that block's (or its group's) envelope cells and worst point —
+    a max propagates NaN — so the step is the same whether blocks are reduced one by one or
+    together, and the NaN mechanism is the first candidate (slack −∞) for the float64 check."""
+    if not samplers.native_sampler_applies():
+        pytest.skip("blocks are drawn together by the native sampler only")
+    evaluate = registry.evaluate
+
+    def with_a_nan(relation, mech, **kwargs):
+        result = evaluate(relation, mech, **kwargs)
+        poisoned = jnp.arange(result.slack.shape[0]) % 1024 == 7  # one per block
+        return result._replace(slack=jnp.where(poisoned, jnp.nan, result.slack),
+                               conclusion=jnp.where(poisoned, jnp.nan, result.conclusion))
+
+    monkeypatch.setattr(registry, "evaluate", with_a_nan)
+    config = sweep.make_config("R5", 4, 4, 20_000, seed=6, chunk=8192, block=1024)
+    results = []
+    for entries in (1, sweep.GROUP_ENTRIES):
+        monkeypatch.setattr(sweep, "GROUP_ENTRIES", entries)
+        step, state = sweep.make_step(config), sweep.initial_state(config)
+        state, candidates = step(state, jnp.int32(0))
+        assert np.isfinite(np.asarray(state.worst.score)).all()
+        assert int(np.sum(np.asarray(state.envelope.index) != sweep._NO_INDEX)) > 10
+        assert np.asarray(candidates.score)[0] == -np.inf
+        assert np.asarray(candidates.index)[0] % 1024 == 7
+        results.append([np.asarray(a) for a in jax.tree_util.tree_leaves((state, candidates))])
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
