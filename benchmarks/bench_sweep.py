@@ -89,6 +89,9 @@ def numpy_sweep_rate(n, count=200_000, chunk=25_000, bins=40, x_max=10.0, seed=0
 
 
 def steady_rate(config, use_fused, sampler="auto"):
+    if config.chunks < 3:
+        raise SystemExit(f"--count {config.count} is {config.chunks} chunk(s): the rate is timed "
+                         f"after two warm-up chunks, so give at least 3 (--count or --chunk)")
     step = sweep.make_step(config, use_fused=use_fused, sampler=sampler)
     state = sweep.initial_state(config)
     for i in range(2):  # the second call compiles again: the state now carries its sharding

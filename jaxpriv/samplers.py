@@ -221,10 +221,12 @@ def sample_log_K(key: PRNGKeyArray, count: int, n: int, m: int, sparse_fraction:
     Dirichlet-like rows, drops mostly their smallest entries). Rows are normalized once, after
     the mask.
 
-    Changed from the earlier law (a normal ``z`` by the inverse normal CDF, and a Wilson–Hilferty
-    cube: three transcendental functions per entry more; the native sampler is 1.8× faster
-    without them): a seeded sweep now draws other mechanisms than before from the same random
-    words — the kinds, sparsity masks and uniforms are unchanged, the values are not.
+    Changed from the earlier law (per-entry words of two mixer rounds each, a normal ``z`` by
+    the inverse normal CDF, and a Wilson–Hilferty cube; the native sampler is 2× faster without
+    them): a seeded sweep now draws other mechanisms than before. The per-mechanism draws — the
+    kinds, which mechanisms are sparse, drop rates, concentrations, scales, RR's ε — are the
+    same words as before; every per-entry number (``z``, ``u`` and so the drop masks, and the
+    priors' and beliefs' entries) comes from :func:`entry_bits` and is new.
 
     ``kernel="native"`` draws the same mixture from the same random words with
     :func:`jaxpriv.native.sample_log_K` (float32 on a CPU; every choice and mask identical,

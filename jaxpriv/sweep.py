@@ -59,8 +59,9 @@ class SweepConfig:
       count: mechanisms to evaluate (< 2^31).
       seed: PRNG seed.
       chunk: mechanisms per compiled step (a multiple of ``block`` × device count).
-      block: mechanisms drawn and evaluated together; the unit of randomness and arithmetic,
-        so results do not depend on the device count (each device loops over whole blocks).
+      block: mechanisms drawn together; the unit of randomness and of candidates, so results
+        do not depend on the device count (each device loops over whole blocks, a few at a time
+        where native kernels draw and screen: :func:`block_group`).
       x_max, x_bins: premise bins ``[0, x_max]``; mechanisms beyond are still checked.
       param_max, param_bins: condition-parameter bins, for relations with a free parameter.
       candidates: lowest-slack mechanisms per chunk sent to float64 verification: the lowest
@@ -360,10 +361,13 @@ n = m = 8, four blocks of 1,024."""
 
 
 def block_group(config: SweepConfig, devices: int) -> int:
-    """Blocks a device draws and evaluates together with the native sampler: the most, up to
-    :data:`GROUP_ENTRIES` entries of K, that divide its blocks of a chunk. Each block keeps its
-    own seeds and its own candidates, so results do not depend on it (R5 at n = m = 8, 2-core
-    Xeon: 5.51 → 5.76e6/s with four blocks of 1,024; R1 unchanged)."""
+    """Blocks a device draws and evaluates together where native kernels draw and screen: the
+    most, up to :data:`GROUP_ENTRIES` entries of K, that divide its blocks of a chunk. Each
+    block keeps its own seeds and its own candidates, so results do not depend on it (R5 at
+    n = m = 8, 2-core Xeon: 5.51 → 5.76e6/s with four blocks of 1,024; R1 unchanged). Memory:
+    on that path a group holds a few float32 words per entry of K (log K, the sampler's and
+    the screen's per-mechanism outputs), well inside the 64 words per entry of one block that
+    ``make_config``'s ``memory_mb`` budgets for XLA's paths."""
     per_device = config.chunk // config.block // devices
     group = max(1, min(per_device, GROUP_ENTRIES // (config.block * config.n * config.m)))
     while per_device % group:
@@ -405,11 +409,14 @@ def make_step(config: SweepConfig, relation=None,
     screen_fused = uses_fused_kernel(relation, options) if use_fused is None else use_fused
 
     candidates_per_block = min(config.candidates, config.block, BLOCK_CANDIDATES)
-    # blocks drawn together where the native kernels draw (bit for bit the same results); JAX's
-    # sampler is compiled for the shape it draws, and its values move by an ulp with it
-    group = block_group(config, jax.device_count()) if samplers.draws_natively(sampler) else 1
+    # blocks drawn together where native kernels draw and screen (bit for bit the same results,
+    # whatever the group; what XLA computes there is elementwise). Where XLA samples or screens,
+    # its values can move by an ulp with the shape it is compiled for, so blocks stay one by one
+    all_native = screen_fused and samplers.draws_natively(sampler)
+    group = block_group(config, jax.device_count()) if all_native else 1
     # the group's reduction by the native kernel where there is one (bit for bit XLA's)
-    reduce_natively = jax.default_backend() == "cpu" and native.available()
+    reduce_natively = (jax.default_backend() == "cpu" and native.available()
+                       and candidates_per_block >= 1)
 
     def draw_block(seeds):
         mech = samplers.sample_seeded(seeds, config.block, spec, kernel=sampler)
@@ -539,7 +546,6 @@ def make_step(config: SweepConfig, relation=None,
     # emitters, bit for bit the same here) where native kernels draw and screen (what is left to
     # XLA is small); JAX's own sampler runs a third slower at level 1 (R1 at n = m = 8: 2.9 ->
     # 1.9e6/s) and the reference database notions half as fast (R7 0.47 -> 0.25e6/s)
-    all_native = screen_fused and samplers.draws_natively(sampler)
     xla_options = (fused.program_options(config.n, config.m, config.count * config.n * config.m)
                    if all_native else fused.compiler_options(config.n, config.m))
     # state and candidates whole on every device (and every process of a group)

@@ -737,7 +737,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxprivDatabaseLevels, DatabaseLevels,
 // The sweep's mechanism sampler (jaxpriv.samplers.sample_log_K), written for the CPU.
 //
 // Same draws as the JAX sampler: every random word is the counter hash of its index keyed by
-// two seed words that JAX derives from the block's key (jaxpriv.samplers.random_bits), so the
+// two seed words that JAX derives from the block's key (jaxpriv.samplers.random_bits; a row's
+// entries one round over the row's word, jaxpriv.samplers.entry_bits), so the
 // integer words, the uniform variates built from them, every mixture choice and every sparsity
 // mask are bit for bit the JAX sampler's; only exp, log and sqrt are this file's own
 // polynomials, so log K agrees with the JAX sampler's to float32 rounding (a few ulps), not bit
@@ -1043,7 +1044,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxprivSampleLogK, SampleLogK,
 // ---------------------------------------------------------------------------------------------
 // Priors and beliefs (jaxpriv.samplers.sample_log_prior, _with_zeros and the belief tilt of
 // jaxpriv.samplers.sample): the same random words for the same indices, one lane per mechanism.
-// Seeds: 10 pairs — the prior's k1, k2, the Dirichlet's normal and uniform, k3 (flat or not),
+// Seeds: 10 pairs — the prior's k1, k2, the Dirichlet's unit variate and uniform, k3 (flat or not),
 // the zeros' rows, rate and drop, the belief's tilt and size.
 // ---------------------------------------------------------------------------------------------
 
@@ -1241,7 +1242,7 @@ ffi::Error GroupWinners(ffi::Buffer<ffi::S32> cell, ffi::Buffer<ffi::F32> score,
   const int64_t k = lowest->dimensions().back();
   if (score.element_count() != size || worst.element_count() != size ||
       order.element_count() != size || count->element_count() != cells || block <= 0 ||
-      size % block != 0 || k > block || lowest->element_count() != size / block * k ||
+      size % block != 0 || k < 1 || k > block || lowest->element_count() != size / block * k ||
       worst_winner->element_count() != 1)
     return ffi::Error::InvalidArgument("group_winners: inconsistent shapes");
   const int32_t* c = cell.typed_data();
