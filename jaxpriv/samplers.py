@@ -211,6 +211,16 @@ def _normalize_rows(log_w):
     return log_w - logsumexp(log_w, axis=-1, keepdims=True)
 
 
+def _drop_and_normalize(log_w, drop):
+    """Rows with the ``drop`` entries zeroed — never a row's largest — then normalized, with
+    the logsumexp's maximum the one the mask compares against (the largest entry stays): one
+    reduction less for XLA to fuse a draw into (it recomputes the draw in each: R1's sweep with
+    JAX's sampler 2.4 → 6.3e6/s at n = m = 8)."""
+    top = jnp.max(log_w, axis=-1, keepdims=True)
+    kept = jnp.where(drop & (log_w < top), -jnp.inf, log_w)
+    return kept - (top + jnp.log(jnp.sum(jnp.exp(kept - top), axis=-1, keepdims=True)))
+
+
 def sample_log_K(key: PRNGKeyArray, count: int, n: int, m: int, sparse_fraction: float = 0.15,
                  kernel: str = "xla") -> Float[Array, "count n m"]:
     """``count`` random ``log K`` of shape ``(n, m)`` from the mixture described above.
@@ -251,11 +261,7 @@ def sample_log_K(key: PRNGKeyArray, count: int, n: int, m: int, sparse_fraction:
                       jnp.where(kind == 1, gaussian, rr))
     sparse = uniform(keys[6], (count, 1, 1)) < sparse_fraction
     drop = u < uniform(keys[7], (count, 1, 1), 0.0, 0.5)
-    top = jnp.max(log_w, axis=-1, keepdims=True)
-    kept = jnp.where(sparse & drop & (log_w < top), -jnp.inf, log_w)  # never a row's largest
-    # logsumexp with the maximum it shares with the mask (a row keeps its largest entry): one
-    # reduction less for XLA to fuse the draw into (it recomputes the draw in each)
-    return kept - (top + jnp.log(jnp.sum(jnp.exp(kept - top), axis=-1, keepdims=True)))
+    return _drop_and_normalize(log_w, sparse & drop)
 
 
 def draws_natively(kernel: str) -> bool:
@@ -301,8 +307,7 @@ def _with_zeros(key: PRNGKeyArray, log_w: Float[Array, "count n"], fraction: flo
     count, n = log_w.shape
     chosen = uniform(k_rows, (count, 1)) < fraction
     drop = entry_uniform(k_drop, (count, n)) < uniform(k_rate, (count, 1), 0.0, 0.5)
-    keep = log_w >= jnp.max(log_w, axis=-1, keepdims=True)
-    return _normalize_rows(jnp.where(chosen & drop & ~keep, -jnp.inf, log_w))
+    return _drop_and_normalize(log_w, chosen & drop)
 
 
 def sample(key: PRNGKeyArray, count: int, spec: SamplerSpec, kernel: str = "xla") -> Mechanism:

@@ -221,15 +221,15 @@ def _merge_best(best: Best, cell, score, index, mech: Mechanism, values) -> Best
     (``index`` need not be contiguous or sorted)."""
     cells, size = best.score.shape[0], score.shape[0]
     chunk_score = jnp.full((cells,), -jnp.inf, score.dtype).at[cell].max(score)
+    # (a NaN score leaves its cell without a winner; the sweep masks NaN before)
     winner = (score == chunk_score[cell]) & (score > -jnp.inf)
     chunk_index = jnp.full((cells,), _NO_INDEX, jnp.int32).at[cell].min(
         jnp.where(winner, index, _NO_INDEX))
     chosen = winner & (index == chunk_index[cell])
     position = jnp.full((cells,), size, jnp.int32).at[cell].min(
         jnp.where(chosen, jnp.arange(size, dtype=jnp.int32), size))
-    local = jnp.clip(position, 0, size - 1)
-    return _keep_better(best, Best(chunk_score, chunk_index, mech.log_K[local],
-                                   mech.log_prior[local], mech.log_belief[local], values[local]))
+    return _keep_better(best, _best_at(jnp.where(position < size, position, -1), score, index,
+                                       mech, values))
 
 
 def _best_at(position, score, index, mech: Mechanism, values) -> Best:

@@ -753,8 +753,9 @@ namespace {
 
 typedef uint32_t vu __attribute__((vector_size(kLanes * sizeof(uint32_t))));
 
-// Wellons' lowbias32, the mixer of jaxpriv.samplers._mix32.
-inline vu mix32(vu x) {
+// Wellons' lowbias32, the mixer of jaxpriv.samplers._mix32 (on a vector or one word).
+template <class Word>
+inline Word mix32(Word x) {
   x ^= x >> 16;
   x *= 0x7FEB352Du;
   x ^= x >> 15;
@@ -769,12 +770,7 @@ inline vu word_of(vu index, const uint32_t* seed) { return mix32(mix32(index + s
 
 // Entry w's constant of jaxpriv.samplers.entry_bits: mix32(w·φ + 0x632BE5AB), φ = 0x9E3779B9.
 inline uint32_t entry_constant(int w) {
-  uint32_t x = static_cast<uint32_t>(w) * 0x9E3779B9u + 0x632BE5ABu;
-  x ^= x >> 16;
-  x *= 0x7FEB352Du;
-  x ^= x >> 15;
-  x *= 0x846CA68Bu;
-  return x ^ (x >> 16);
+  return mix32(static_cast<uint32_t>(w) * 0x9E3779B9u + 0x632BE5ABu);
 }
 
 // Entry w of a row from the row's key, the word of its row index (jaxpriv.samplers.entry_bits):
@@ -996,6 +992,15 @@ void sample_tile(const uint32_t* seeds, float sparse_fraction, int64_t first, in
 
 constexpr int64_t kTile = 1024;  // mechanisms sorted together (their lists stay in cache)
 
+// Draws in a sampler's output of `trailing` axes (count and a row's axes) with `words` seed words
+// each: the product of the leading axes (vmap's batch), or −1 if the seeds do not match it.
+inline int64_t leading_draws(const ffi::Span<const int64_t>& dims, size_t trailing,
+                             size_t seed_words, size_t words) {
+  int64_t draws = 1;
+  for (size_t i = 0; i + trailing < dims.size(); ++i) draws *= dims[i];
+  return static_cast<int64_t>(seed_words) == static_cast<int64_t>(words) * draws ? draws : -1;
+}
+
 // log_K (..., count, n, m) with seeds (..., 8, 2): each leading index an independent draw of
 // `count` mechanisms with its own seeds (vmap's batch, e.g. the sweep's blocks drawn together).
 ffi::Error SampleLogK(ffi::Buffer<ffi::U32> seeds, ffi::ResultBuffer<ffi::F32> log_K,
@@ -1003,10 +1008,8 @@ ffi::Error SampleLogK(ffi::Buffer<ffi::U32> seeds, ffi::ResultBuffer<ffi::F32> l
   const auto dims = log_K->dimensions();
   const size_t rank = dims.size();
   if (rank < 3) return ffi::Error::InvalidArgument("log_K must have shape (..., count, n, m)");
-  int64_t draws = 1;
-  for (size_t i = 0; i + 3 < rank; ++i) draws *= dims[i];
-  if (static_cast<int64_t>(seeds.element_count()) != 16 * draws)
-    return ffi::Error::InvalidArgument("seeds must be 8 pairs per draw");
+  const int64_t draws = leading_draws(dims, 3, seeds.element_count(), 16);
+  if (draws < 0) return ffi::Error::InvalidArgument("seeds must be 8 pairs per draw");
   const int64_t count = dims[rank - 3];
   const int n = static_cast<int>(dims[rank - 2]), m = static_cast<int>(dims[rank - 1]);
   if (count * n * m >= (int64_t{1} << 32))
@@ -1189,10 +1192,8 @@ ffi::Error SamplePrior(ffi::Buffer<ffi::U32> seeds, ffi::ResultBuffer<ffi::F32> 
   const auto dims = log_prior->dimensions();
   const size_t rank = dims.size();
   if (rank < 2) return ffi::Error::InvalidArgument("log_prior must have shape (..., count, n)");
-  int64_t draws = 1;
-  for (size_t i = 0; i + 2 < rank; ++i) draws *= dims[i];
-  if (static_cast<int64_t>(seeds.element_count()) != 20 * draws)
-    return ffi::Error::InvalidArgument("seeds must be 10 pairs per draw");
+  const int64_t draws = leading_draws(dims, 2, seeds.element_count(), 20);
+  if (draws < 0) return ffi::Error::InvalidArgument("seeds must be 10 pairs per draw");
   if (kind < kPriorUniform || kind > kPriorDirichlet)
     return ffi::Error::InvalidArgument("unknown prior kind");
   const int64_t count = dims[rank - 2];
