@@ -27,8 +27,8 @@ envelope keeps its relative accuracy as ``ξ, ε → 0``.
 
 Examples:
   >>> from jaxpriv import abp_envelope
-  >>> lo, hi = abp_envelope.envelope(1.0, 0.0, n=3, law="record", prior="free")
-  >>> round(float(lo), 6), bool(lo == hi)
+  >>> lo, hi, exact = abp_envelope.envelope(1.0, 0.0, n=3, law="record", prior="free")
+  >>> round(float(lo), 6), bool(exact)
   (0.211396, True)
 """
 
@@ -52,10 +52,15 @@ MAX_UNIFORM_N = 256
 
 
 class Bracket(NamedTuple):
-    """``attained ≤ E(ξ, ε) ≤ upper`` (float64 arrays; equal where the envelope is exact)."""
+    """``attained ≤ E(ξ, ε) ≤ upper`` (float64 arrays), and where the envelope is exact.
+
+    Where ``exact`` is set, ``upper`` is ``attained`` itself (equal by construction, not by
+    float equality of two computations: the two ends come from different vertices of the
+    program, whose last bits depend on the CPU's vector width)."""
 
     attained: np.ndarray
     upper: np.ndarray
+    exact: np.ndarray
 
 
 class Witness(NamedTuple):
@@ -133,13 +138,15 @@ def _free(xi, eps, law, n):
     terms = _terms(np.stack([s_hi, s_hi, s_lo, s_lo], -1), np.stack([v_hi, v_lo, v_hi, v_lo], -1))
     upper = np.sum(weights * terms, axis=-1)
     attained = upper.copy()
+    exact = np.ones(upper.shape, bool)
     if n == 2:
         # two secrets and three atoms: the best two-secret mechanism is not known in closed
         # form; the lower end is what the two-atom candidates really reach (ABP from scratch)
         for i in np.flatnonzero(np.count_nonzero(weights > 0, axis=-1) > 2):
             attained[i] = max(_abp_squared(c, law)
                               for c in _free_candidates(xi[i], eps[i], law, n))
-    return attained, upper
+            exact[i] = False
+    return attained, upper, exact
 
 
 def _abp_squared(candidate, law):
@@ -214,6 +221,13 @@ def _uniform_parts(xi, law, n):
     return (np.zeros_like(s_star), s_star), (rest_lo, rest_hi), s_star, (lo, hi)
 
 
+SAME_VERTEX_RTOL = 1e-12
+"""The uniform-prior program lists some vertices twice (``y₀`` solved for and landing on an end
+of its interval, and ``y₀`` set to that end with another coordinate solved for): equal in exact
+arithmetic, their values differ by the rounding of ``n ≤ 256`` terms (≤ ~256 ulps, 6e-14), and by
+which log/atanh NumPy dispatches for the CPU. A reached best within this of the relaxation's
+best is that vertex: the envelope is exact there."""
+
 CHUNK_TERMS = 1 << 22
 """Terms evaluated at once by the uniform-prior program (bounds its memory)."""
 
@@ -248,7 +262,9 @@ def _uniform(xi, eps, law, n, *, argmax=False):
         ends = (rest[0][0], rest[1][0])
         return s_rows[0, t], v, (ends,) if x_range is None else (
             x_range[0][0], x_range[1][0], ends)
-    return np.maximum(attained, 0.0), best.max(axis=-1)
+    upper = best.max(axis=-1)
+    exact = attained >= upper * (1.0 - SAME_VERTEX_RTOL)
+    return np.maximum(attained, 0.0), upper, exact
 
 
 def envelope(x, eps=0.0, *, n: int, law: str = "record", prior: str = "free") -> Bracket:
@@ -263,7 +279,7 @@ def envelope(x, eps=0.0, *, n: int, law: str = "record", prior: str = "free") ->
 
     Returns:
       a :class:`Bracket` of float64 arrays shaped like ``broadcast(x, eps)``, in nats of
-      ``ε_pa = sqrt(JS)``; ``attained == upper`` where the envelope is exact.
+      ``ε_pa = sqrt(JS)``, and the boolean ``exact`` (there ``upper`` is ``attained``).
 
     References:
       docs/certified.md#r5 (proofs); 003 Def. 4.1 (ABP), Def. 4.2 (MBP).
@@ -273,10 +289,12 @@ def envelope(x, eps=0.0, *, n: int, law: str = "record", prior: str = "free") ->
     if np.any(~np.isfinite(x)) or np.any(x < 0) or np.any(~np.isfinite(eps)) or np.any(eps < 0):
         raise InputError("the ABP envelope needs finite levels ξ >= 0 and ε >= 0")
     solve = _free if prior == "free" else _uniform
-    attained, upper = solve(x.ravel(), eps.ravel(), law, int(n))
+    attained, upper, exact = solve(x.ravel(), eps.ravel(), law, int(n))
     attained = np.maximum(attained, 0.0)
-    return Bracket(np.sqrt(attained).reshape(x.shape),
-                   np.sqrt(np.maximum(upper, attained)).reshape(x.shape))
+    upper = np.sqrt(np.maximum(upper, attained))
+    attained = np.sqrt(attained)
+    upper = np.where(exact, attained, upper)
+    return Bracket(attained.reshape(x.shape), upper.reshape(x.shape), exact.reshape(x.shape))
 
 
 def witness(x: float, eps: float = 0.0, *, n: int, m: int = 2, law: str = "record",

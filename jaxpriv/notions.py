@@ -16,8 +16,8 @@ Examples:
   >>> import jax
   >>> from jaxpriv import families, notions
   >>> mech = families.randomized_response(1.0)
-  >>> float(notions.ldp(mech)), round(float(notions.mbp(mech)), 6)
-  (1.0, 0.620115)
+  >>> float(notions.ldp(mech)), round(float(notions.mbp(mech)), 5)  # float32: 5 digits
+  (1.0, 0.62011)
 """
 
 from __future__ import annotations

@@ -80,3 +80,20 @@ def too_tight_relation():
         parameter_limit=relations.UNIFORM_TOL, bound=lambda x, eps: x), replace=True)
     yield relation
     relations.REGISTRY.pop(relation.id, None)
+
+
+def pytest_report_header(config):
+    """Which instruction-set paths this run tests (``.ci/run`` caps them at AVX2)."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as numpy_features
+    except ImportError:  # NumPy < 2
+        numpy_features = {}
+    levels = ("X86_V4", "X86_V3") if "X86_V3" in numpy_features else ("AVX512F", "AVX2")
+    widest = [name for name in levels if numpy_features.get(name)]  # NumPy 2.4+: X86_V*
+    flags = os.environ.get("XLA_FLAGS", "")
+    xla = next((f.split("=", 1)[1] for f in flags.split() if f.startswith("--xla_cpu_max_isa")),
+               "the CPU's widest")
+    return (f"jaxpriv ISA paths: NumPy dispatch {widest[0] if widest else 'baseline'} "
+            f"(NPY_DISABLE_CPU_FEATURES={os.environ.get('NPY_DISABLE_CPU_FEATURES', '')!r}), "
+            f"XLA {xla}, native kernel -march="
+            f"{os.environ.get('JAXPRIV_NATIVE_MARCH') or 'native'}")

@@ -113,8 +113,8 @@ def test_four_forced_devices_give_the_same_envelope(tmp_path):
         " c=np.asarray(r.state.cell_count), w=np.asarray(r.state.worst.score))\n")
     results = {}
     for devices in (1, 4):
-        env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
-                   JAX_PLATFORMS="cpu")
+        flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count="
+        env = dict(os.environ, XLA_FLAGS=f"{flags}{devices}".strip(), JAX_PLATFORMS="cpu")
         path = tmp_path / f"d{devices}.npz"
         subprocess.run([sys.executable, "-c", script, str(path)], cwd=ROOT, env=env, check=True)
         results[devices] = dict(np.load(path))

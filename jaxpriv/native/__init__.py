@@ -23,6 +23,11 @@ Settings (environment variables):
   CLI's JAX compilation cache (``jax-compilation/``); default ``$XDG_CACHE_HOME/jaxpriv`` or
   ``~/.cache/jaxpriv``, a folder in the temporary directory if neither can be written.
   ``CXX``: the compiler (default ``c++``, then ``g++``, then ``clang++``).
+  ``JAXPRIV_NATIVE_MARCH``: the compiler's ``-march`` for the library (default ``native``: the
+  widest vectors this CPU has). ``x86-64-v3`` builds the AVX2 path (8 lanes) on any AVX2 CPU,
+  AVX-512 ones included: with NumPy's ``NPY_DISABLE_CPU_FEATURES=X86_V4`` and XLA's
+  ``--xla_cpu_max_isa=AVX2`` it runs jaxpriv as an AVX2-only machine does (``.ci/run`` tests
+  that way); ``x86-64-v4`` the AVX-512 path (16 lanes); ``x86-64`` the SSE2 one (4 lanes).
 
 Examples:
   >>> import jax
@@ -91,7 +96,9 @@ def state() -> str:
     if _registered.cache_info().currsize == 0:
         return "not used"
     reason = _registered()
-    return "on" if reason is None else f"off: {reason}"
+    if reason is not None:
+        return f"off: {reason}"
+    return "on" if march() == "native" else f"on (-march={march()})"
 
 
 def record_levels(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"],
@@ -321,6 +328,23 @@ def register(library_file: Path, target: str, sampler_target: str | None = None)
     return int(library.JaxprivNativeLanes())
 
 
+def march() -> str:
+    """The ``-march`` the kernel is built with: ``JAXPRIV_NATIVE_MARCH``, default ``native``."""
+    chosen = os.environ.get("JAXPRIV_NATIVE_MARCH", "").strip() or "native"
+    if not all(c.isalnum() or c in "-_." for c in chosen):
+        raise RuntimeError(f"JAXPRIV_NATIVE_MARCH={chosen!r} is not a -march name")
+    missing = sorted(set(MARCH_NEEDS.get(chosen, ())) - set(_cpu_identity().split()))
+    if missing and platform.machine() == "x86_64":
+        raise RuntimeError(f"JAXPRIV_NATIVE_MARCH={chosen} needs CPU features this CPU lacks "
+                           f"({', '.join(missing)})")
+    return chosen
+
+
+MARCH_NEEDS = {"x86-64-v3": ("avx2", "fma", "bmi2"),
+               "x86-64-v4": ("avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl")}
+"""CPU flags (``/proc/cpuinfo``) a ``-march`` level needs: its code must not run without them."""
+
+
 def library_path(march: str = "native") -> Path:
     """Where the library for this source, flags, compiler, JAX and CPU is cached."""
     key = hashlib.sha256()
@@ -429,7 +453,7 @@ def _registered() -> str | None:
     if setting in ("0", "false", "no", "off"):
         return "turned off by JAXPRIV_NATIVE"
     try:
-        if register(build(), TARGET, SAMPLER_TARGET) < 8 and setting != "force":  # registered, left unused
+        if register(build(march()), TARGET, SAMPLER_TARGET) < 8 and setting != "force":  # registered, left unused
             return ("this CPU has neither AVX2 nor AVX-512, and with 128-bit vectors the native "
                     "kernel is no faster than the XLA kernel (JAXPRIV_NATIVE=force uses it anyway)")
     except (OSError, RuntimeError, AttributeError) as error:
