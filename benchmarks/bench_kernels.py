@@ -12,7 +12,11 @@ Compares, in the same run and on the same mechanisms:
 
 Usage:
   python benchmarks/bench_kernels.py [--sizes 2 4 8 16 32] [--batch 200000] [--repeats 3]
-      [--cpu-devices N] [--json results.json]
+      [--cpu-devices N] [--isa native avx2] [--json results.json]
+
+Each instruction-set level of ``--isa`` (default ``native avx2``: the CPU's full width, and
+NumPy, XLA and the native kernel capped at AVX2 as on most users' CPUs; ``benchmarks/isa.py``)
+runs in its own process, the NumPy baseline included, and the levels are tabled side by side.
 
 Reports mechanisms per second for each and the ratio jaxpriv / NumPy, and the peak resident
 memory of the process. Throughput is measured here, never in tests.
@@ -23,8 +27,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
+import sys
 import time
 
 import jax
@@ -34,6 +38,9 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxpriv import fused, notions
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from isa import add_argument as add_isa_argument, cpu_name, needs_children, run_levels  # noqa: E402
 
 
 def jaxpriv_core(log_K, log_prior):
@@ -144,11 +151,14 @@ def main():
     parser.add_argument("--tile", type=int, help="fused kernel's mechanisms per tile "
                         "(default: fused.default_tile)")
     parser.add_argument("--json", help="also write the results to this file")
+    add_isa_argument(parser)
     args = parser.parse_args()
+    if needs_children(args):
+        return side_by_side(args, run_levels(args, sys.argv[1:]))
     jax.config.update("jax_num_cpu_devices", args.cpu_devices)
 
     rows = []
-    print(f"devices: {jax.devices()}  ({platform.processor() or platform.machine()})")
+    print(f"devices: {jax.devices()}  ({cpu_name()}, isa {args.isa[0]})")
     print(f"{'n=m':>4} {'batch':>8} {'fused/s':>10} {'kernel':>6} {'xla/s':>10} "
           f"{'notions/s':>10} {'vmap/s':>10} {'numpy64/s':>10} {'×numpy':>7} {'×vmap':>6} "
           f"{'×xla':>5}")
@@ -167,8 +177,32 @@ def main():
     print(f"peak resident memory: {peak_mib:.0f} MiB")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"devices": [str(d) for d in jax.devices()], "rows": rows,
+            json.dump({"cpu": cpu_name(), "isa": args.isa[0],
+                       "devices": [str(d) for d in jax.devices()], "rows": rows,
                        "peak_rss_mib": peak_mib, "jax": jax.__version__}, f, indent=1)
+
+
+
+def side_by_side(args, results):
+    """One table of every level's fused kernel against its own NumPy (capped the same way)."""
+    levels = list(results)
+    first = results[levels[0]]
+    print(f"\n{first['cpu']}; {len(first['devices'])} devices; "
+          + "; ".join(f"{lv} = {results[lv]['same_as']}" for lv in levels
+                      if "same_as" in results[lv]))
+    print("| n = m | " + " | ".join(f"{lv} fused/s | {lv} kernel | {lv} NumPy/s | {lv} ×NumPy"
+                                     for lv in levels) + " |")
+    print("|---:|" + "---:|" * (4 * len(levels)))
+    for i, row in enumerate(first["rows"]):
+        cells = []
+        for lv in levels:
+            r = results[lv]["rows"][i]
+            cells += [f"{r['fused_per_s']:.3e}", r["kernel"], f"{r['numpy_f64_per_s']:.3e}",
+                      f"{r['ratio_vs_numpy']:.1f}"]
+        print(f"| {row['n']} | " + " | ".join(cells) + " |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"cpu": first["cpu"], "levels": results}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """End-to-end sweep throughput (sample + evaluate + accumulate), per relation.
 
 Usage: python benchmarks/bench_sweep.py [--relations R1 R5] [--n 8] [--count 4000000]
-    [--chunk N] [--k 2 --r 3] [--cpu-devices N] [--json results.json]
+    [--chunk N] [--k 2 --r 3] [--cpu-devices N] [--isa native avx2] [--json results.json]
 
 Times the chunk steps after the warm-up (compile) steps, so the figure is the steady-state rate
 (the median chunk's, as the screen's figure is the median of its timed calls),
@@ -16,6 +16,10 @@ Two baselines in the same run, for the relations the fused screen covers: the **
 with a log-uniform concentration per mechanism, Dirichlet priors, the three levels as in
 ``bench_kernels.numpy_core``, and a binned envelope of ABP over MBP), chunk by chunk like the
 sweep. Ratios: sweep / screen and sweep / NumPy.
+
+Each instruction-set level of ``--isa`` (default ``native avx2``: the CPU's full width, and
+NumPy, XLA and the native kernel capped at AVX2 as on most users' CPUs; ``benchmarks/isa.py``)
+runs in its own process, baselines included, and the levels are tabled side by side.
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 
@@ -36,22 +39,7 @@ from jaxpriv import fused, registry, samplers, sweep
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_kernels import fused_core, numpy_core, sharded  # noqa: E402
-
-
-def cpu_name() -> str:
-    """The CPU's model name and widest vector extension (figures differ between machines)."""
-    name, flags = platform.processor() or "unknown CPU", ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name") and name in ("", "unknown CPU", "x86_64"):
-                    name = line.split(":", 1)[1].strip()
-                if line.startswith("flags"):
-                    flags = line
-    except OSError:
-        pass
-    vector = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
-    return f"{os.cpu_count()}-core {name} ({vector})"
+from isa import add_argument as add_isa_argument, cpu_name, needs_children, run_levels  # noqa: E402
 
 
 def screen_rate(n, batch=200_000, repeats=7):
@@ -143,7 +131,10 @@ def main():
     parser.add_argument("--r", type=int, default=3, help="database relations: records "
                         "(default 3)")
     parser.add_argument("--json", help="also write the results to this file")
+    add_isa_argument(parser)
     args = parser.parse_args()
+    if needs_children(args):
+        return side_by_side(args, run_levels(args, sys.argv[1:]))
     jax.config.update("jax_num_cpu_devices", args.cpu_devices)
     chunk = args.chunk or "the sweep's default"
     print(f"{cpu_name()}; devices: {jax.devices()}; n = m = {args.n}; chunk: {chunk}")
@@ -173,9 +164,36 @@ def main():
               f"{row['sweep_over_screen']:.2f}, sweep/NumPy {row['sweep_over_numpy']:.1f}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"cpu": cpu_name(), "devices": [str(d) for d in jax.devices()],
+            json.dump({"cpu": cpu_name(), "isa": args.isa[0], "devices": [str(d) for d in jax.devices()],
                        "n": args.n, "screen_per_s": screen, "numpy_sweep_per_s": numpy_rate,
                        "rows": rows, "jax": jax.__version__}, f, indent=1)
+
+
+
+def side_by_side(args, results):
+    """One table of every level's figures (the ratios are each level's own: its sweep against
+    its screen and its NumPy, NumPy capped the same way)."""
+    levels = list(results)
+    first = results[levels[0]]
+    print(f"\n{first['cpu']}; n = m = {first['n']}; {len(first['devices'])} devices")
+    print("level: screen alone, NumPy sweep  " + "; ".join(
+        f"{lv}: {results[lv]['screen_per_s']:.3e}/s, {results[lv]['numpy_sweep_per_s']:.3e}/s"
+        + (f" (= {results[lv]['same_as']})" if "same_as" in results[lv] else "")
+        for lv in levels))
+    header = "| relation | " + " | ".join(f"{lv} sweep | {lv} / screen | {lv} / NumPy"
+                                           for lv in levels) + " |"
+    print(header)
+    print("|---|" + "---:|" * (3 * len(levels)))
+    for i, row in enumerate(first["rows"]):
+        cells = []
+        for lv in levels:
+            r = results[lv]["rows"][i]
+            screen = f"{r['sweep_over_screen']:.2f}" if r["fused"] else ""
+            cells += [f"{r['sweep_per_s'] / 1e6:.2f}e6", screen, f"{r['sweep_over_numpy']:.1f}"]
+        print(f"| {row['relation']} | " + " | ".join(cells) + " |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"cpu": first["cpu"], "levels": results}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -571,7 +571,7 @@ JSON_VALUES = st.recursive(
     max_leaves=6)
 
 
-@settings(max_examples=60 * FUZZ, deadline=None,
+@settings(max_examples=30 * FUZZ, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(edits=st.dictionaries(st.sampled_from(sorted(WITNESS) + ["records", "values", "law",
                                                                 "T", "kappa1", "kappa2"]),

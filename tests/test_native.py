@@ -177,8 +177,21 @@ def test_a_failed_build_names_the_compiler_error_and_warns_once(monkeypatch, tmp
         native._registered.cache_clear()
 
 
+def _small_source(tmp_path, monkeypatch):
+    """A stand-in for record_levels.cc that compiles in a fraction of a second (the real one
+    takes 5-16 s): the build's caching and locking do not depend on what it compiles."""
+    source = tmp_path / "small.cc"
+    source.write_text('extern "C" int JaxprivNativeLanes() { return 8; }\n')
+    monkeypatch.setattr(native, "SOURCE", source)
+    return source
+
+
 def test_the_library_is_cached_by_source_and_machine(native_built, monkeypatch, tmp_path):
     monkeypatch.setenv("JAXPRIV_CACHE", str(tmp_path))
+    source = _small_source(tmp_path, monkeypatch)
+    other = native.library_path()
+    source.write_text(source.read_text() + "// another source\n")
+    assert native.library_path() != other  # the key holds the source
     path = native.library_path()
     assert path.parent == tmp_path / "native" and not path.exists()
     assert native.build() == path and path.exists()
@@ -186,6 +199,8 @@ def test_the_library_is_cached_by_source_and_machine(native_built, monkeypatch, 
     assert native.build() == path and path.stat().st_mtime_ns == built_at  # not rebuilt
     # the library and its build lock, nothing else (no partial library)
     assert [name for name in os.listdir(path.parent) if not name.endswith(".lock")] == [path.name]
+    monkeypatch.setattr(native, "_cpu_identity", lambda: "flags : another CPU")
+    assert native.library_path() != path  # and the CPU's features
 
 
 def _cpu_has(flag):
@@ -209,6 +224,9 @@ def test_portable_builds_give_the_levels_of_the_native_build(native_built, monke
     if platform.machine() != "x86_64" or not all(_cpu_has(flag) for flag in
                                                  native.MARCH_NEEDS.get(march, ())):
         pytest.skip(f"needs an x86-64 CPU with the features of -march={march}")
+    if march == native.march():
+        pytest.skip(f"-march={march} is the build in use (JAXPRIV_NATIVE_MARCH): every other "
+                    f"test of this file checks it")
     monkeypatch.setenv("JAXPRIV_CACHE", str(tmp_path))
     target = f"jaxpriv_record_levels_test_{lanes}"
     assert native.register(native.build(march), target, f"{target}_sampler") == lanes
@@ -419,11 +437,15 @@ def test_processes_building_at_once_build_once(monkeypatch, tmp_path):
     monkeypatch.setenv("JAXPRIV_CACHE", str(tmp_path))
     log = tmp_path / "compiles.log"
     wrapper = tmp_path / "counting-c++"
-    wrapper.write_text(f"#!/bin/sh\n[ \"$1\" = --version ] || echo run >> {log}\n"
+    # a small source (the lock does not care what it builds), slowed to a real build's seconds
+    # so that the second process arrives while the first still compiles
+    wrapper.write_text(f"#!/bin/sh\n[ \"$1\" = --version ] || {{ echo run >> {log}; sleep 3; }}\n"
                        f"exec {native._compiler()} \"$@\"\n")
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("CXX", str(wrapper))
-    code = "from jaxpriv import native; print(native.build())"
+    source = _small_source(tmp_path, monkeypatch)
+    code = (f"from pathlib import Path; from jaxpriv import native; "
+            f"native.SOURCE = Path({str(source)!r}); print(native.build())")
     runs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
             for _ in range(2)]
     paths = {run.communicate(timeout=600)[0].strip() for run in runs}
