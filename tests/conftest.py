@@ -83,7 +83,8 @@ def too_tight_relation():
 
 
 def pytest_report_header(config):
-    """Which instruction-set paths this run tests (``.ci/run`` caps them at AVX2)."""
+    """Which instruction-set paths this run tests (``.ci/run`` caps them at AVX2); shown at the
+    start without ``-q``, and at the end always (:func:`pytest_terminal_summary`)."""
     try:
         from numpy._core._multiarray_umath import __cpu_features__ as numpy_features
     except ImportError:  # NumPy < 2
@@ -97,3 +98,7 @@ def pytest_report_header(config):
             f"(NPY_DISABLE_CPU_FEATURES={os.environ.get('NPY_DISABLE_CPU_FEATURES', '')!r}), "
             f"XLA {xla}, native kernel -march="
             f"{os.environ.get('JAXPRIV_NATIVE_MARCH') or 'native'}")
+
+
+def pytest_terminal_summary(terminalreporter):
+    terminalreporter.write_line(pytest_report_header(terminalreporter.config))
