@@ -18,24 +18,11 @@ import subprocess
 import sys
 import tempfile
 
-LEVELS = {
-    "native": {},
-    "avx2": {"NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",
-             "XLA_FLAGS": "--xla_cpu_max_isa=AVX2", "JAXPRIV_NATIVE_MARCH": "x86-64-v3"},
-}
+from jaxpriv.native import AVX2_ENVIRONMENT, cpu_flags
+
+LEVELS = {"native": {}, "avx2": AVX2_ENVIRONMENT}
 CHILD = "JAXPRIV_BENCH_ISA"
 """Set in a child's environment to the level it runs at."""
-
-
-def cpu_flags() -> set[str]:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith(("flags", "Features")):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
 
 
 def cpu_name() -> str:

@@ -94,10 +94,14 @@ def pytest_report_header(config):
     flags = os.environ.get("XLA_FLAGS", "")
     xla = next((f.split("=", 1)[1] for f in flags.split() if f.startswith("--xla_cpu_max_isa")),
                "the CPU's widest")
+    from jaxpriv import native
+    try:
+        march = native.march()
+    except RuntimeError as error:  # refused: the XLA kernel runs
+        march = f"none ({error})"
     return (f"jaxpriv ISA paths: NumPy dispatch {widest[0] if widest else 'baseline'} "
             f"(NPY_DISABLE_CPU_FEATURES={os.environ.get('NPY_DISABLE_CPU_FEATURES', '')!r}), "
-            f"XLA {xla}, native kernel -march="
-            f"{os.environ.get('JAXPRIV_NATIVE_MARCH') or 'native'}")
+            f"XLA {xla}, native kernel -march={march}")
 
 
 def pytest_terminal_summary(terminalreporter):

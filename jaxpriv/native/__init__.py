@@ -98,7 +98,8 @@ def state() -> str:
     reason = _registered()
     if reason is not None:
         return f"off: {reason}"
-    return "on" if march() == "native" else f"on (-march={march()})"
+    chosen = march()
+    return "on" if chosen == "native" else f"on (-march={chosen})"
 
 
 def record_levels(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"],
@@ -333,7 +334,7 @@ def march() -> str:
     chosen = os.environ.get("JAXPRIV_NATIVE_MARCH", "").strip() or "native"
     if not all(c.isalnum() or c in "-_." for c in chosen):
         raise RuntimeError(f"JAXPRIV_NATIVE_MARCH={chosen!r} is not a -march name")
-    missing = sorted(set(MARCH_NEEDS.get(chosen, ())) - set(_cpu_identity().split()))
+    missing = sorted(set(MARCH_NEEDS.get(chosen, ())) - cpu_flags())
     if missing and platform.machine() == "x86_64":
         raise RuntimeError(f"JAXPRIV_NATIVE_MARCH={chosen} needs CPU features this CPU lacks "
                            f"({', '.join(missing)})")
@@ -343,6 +344,16 @@ def march() -> str:
 MARCH_NEEDS = {"x86-64-v3": ("avx2", "fma", "bmi2"),
                "x86-64-v4": ("avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl")}
 """CPU flags (``/proc/cpuinfo``) a ``-march`` level needs: its code must not run without them."""
+
+AVX2_ENVIRONMENT = {"NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",
+                    "XLA_FLAGS": "--xla_cpu_max_isa=AVX2", "JAXPRIV_NATIVE_MARCH": "x86-64-v3"}
+"""Environment that runs NumPy, XLA and this kernel as on an AVX2-only CPU, on any AVX2 CPU
+(``XLA_FLAGS`` is appended to, not replaced); ``.ci/run`` exports the same."""
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags (``/proc/cpuinfo``; empty where there is none)."""
+    return set(_cpu_identity().partition(":")[2].split())
 
 
 def library_path(march: str = "native") -> Path:
