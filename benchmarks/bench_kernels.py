@@ -1,12 +1,12 @@
 """Throughput of LDP + MBP + ABP(record law, all d*) over batches of random mechanisms.
 
 Compares, in the same run and on the same mechanisms:
-  * jaxpriv's fused batch kernel (:func:`jaxpriv.fused.record_levels`), float32, the batch
+  * jaxpriv's fused batch kernel (:func:`jaxpriv.kernels.fused.record_levels`), float32, the batch
     sharded over all local devices (on a CPU: one JAX device per core, ``--cpu-devices``), as
-    the sweep runs it: on a CPU that is the native kernel (:mod:`jaxpriv.native`) where it
+    the sweep runs it: on a CPU that is the native kernel (:mod:`jaxpriv.kernels.native`) where it
     builds;
   * the same with ``kernel="xla"`` (its XLA kernel), to show what the native kernel adds;
-  * jaxpriv's reference kernels (:mod:`jaxpriv.notions`), float32, one device;
+  * jaxpriv's reference kernels (:mod:`jaxpriv.core.notions`), float32, one device;
   * the naive ``jax.vmap`` of a straightforward per-mechanism function (float32);
   * a straightforward vectorized NumPy float64 implementation (the baseline).
 
@@ -37,7 +37,8 @@ import numpy as np
 
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from jaxpriv import fused, notions
+from jaxpriv.core import notions
+from jaxpriv.kernels import fused
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from isa import add_argument as add_isa_argument, cpu_name, needs_children, run_levels  # noqa: E402

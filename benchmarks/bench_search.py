@@ -7,7 +7,7 @@ Usage: python benchmarks/bench_search.py [--sizes 2 4 8] [--restarts 512] [--gri
 Throughput: the jitted segments (``segment`` optimizer steps on every restart of every grid
 point) after one warm-up segment, for R2 (LDP/MBP only) and R5 (ABP, record law), n = m in
 ``--sizes``. Time to 1%: wall time, compile excluded, until every grid point's best float32
-objective is within 1% of the certified supremum (:mod:`jaxpriv.certify`) for R1, R2, R4, R6
+objective is within 1% of the certified supremum (:mod:`jaxpriv.engines.certify`) for R1, R2, R4, R6
 (n = m = 4); the float64 re-evaluation that follows a search is timed separately.
 """
 
@@ -23,7 +23,7 @@ import numpy as np
 
 
 def throughput(relation, n, restarts, grid_points, segments=5):
-    from jaxpriv import search
+    from jaxpriv.engines import search
     grid = tuple(np.linspace(0.1, 3.0, grid_points))
     config = search.make_config(relation, n, n, grid, restarts=restarts, steps=100_000,
                                 param=0.5 if relation == "R5" else 0.0)
@@ -41,7 +41,7 @@ def throughput(relation, n, restarts, grid_points, segments=5):
 
 
 def time_to_one_percent(relation, n, restarts, grid_points, param):
-    from jaxpriv import certify, search
+    from jaxpriv.engines import certify, search
     grid = tuple(np.linspace(0.05, 1.0 if relation == "R6" else 3.0, grid_points))
     config = search.make_config(relation, n, n, grid, restarts=restarts, steps=3000,
                                 param=param, segment=50)

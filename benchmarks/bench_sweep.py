@@ -7,7 +7,7 @@ Times the chunk steps after the warm-up (compile) steps, so the figure is the st
 (the median chunk's, as the screen's figure is the median of its timed calls),
 for the sweep as shipped (fused screening kernel where it covers the relation) and, in the same
 run, with the reference notions; also times the sampler alone (sharded and compiled as the
-sweep shards and compiles it: :func:`jaxpriv.fused.compiler_options`). On a CPU the process is split into
+sweep shards and compiles it: :func:`jaxpriv.kernels.fused.compiler_options`). On a CPU the process is split into
 ``--cpu-devices`` JAX devices (default: one per core), as ``jaxpriv sweep`` does.
 
 Two baselines in the same run, for the relations the fused screen covers: the **screen alone**
@@ -35,7 +35,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
-from jaxpriv import fused, registry, samplers, sweep
+from jaxpriv import registry
+from jaxpriv.engines import sweep
+from jaxpriv.kernels import fused, samplers
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_kernels import fused_core, numpy_core, sharded  # noqa: E402

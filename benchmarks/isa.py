@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 
-from jaxpriv.native import AVX2_ENVIRONMENT, cpu_flags
+from jaxpriv.kernels.native import AVX2_ENVIRONMENT, cpu_flags
 
 LEVELS = {"native": {}, "avx2": AVX2_ENVIRONMENT}
 CHILD = "JAXPRIV_BENCH_ISA"

@@ -17,7 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from jaxpriv import families, notions  # noqa: E402
+from jaxpriv.core import families, notions  # noqa: E402
 
 
 def main():

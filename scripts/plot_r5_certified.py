@@ -1,7 +1,7 @@
 """R5's true least slack against the MBP level: one figure, every law and prior setting.
 
 The exact envelope ``E(ξ, ε) = sup{ABP : MBP ≤ ξ, ε_bel ≤ ε}`` (docs/certified.md#r5,
-:mod:`jaxpriv.abp_envelope`) against R5's claimed ``sqrt(½(ξ+ε)(e^{ξ+ε}−1))``. Left: the envelope
+:mod:`jaxpriv.core.abp_envelope`) against R5's claimed ``sqrt(½(ξ+ε)(e^{ξ+ε}−1))``. Left: the envelope
 and the claim at ``ε = 0`` (the belief equal to the prior, the papers' setting), with ABP's
 trivial maximum ``sqrt(ln 2)``; right: the slack ``claim/E`` on a log axis, for ``ε = 0`` (solid)
 and ``ε = 0.5`` (dashed, prior free).
@@ -16,7 +16,8 @@ import argparse
 
 import numpy as np
 
-from jaxpriv import abp_envelope, relations
+from jaxpriv.catalog import seed_papers as relations
+from jaxpriv.core import abp_envelope
 
 SETTINGS = (("free", 3, "prior free"), ("uniform", 2, "uniform, n = 2"),
             ("uniform", 3, "uniform, n = 3"), ("uniform", 8, "uniform, n = 8"))

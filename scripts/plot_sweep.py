@@ -10,7 +10,9 @@ import csv
 import json
 from pathlib import Path
 
-from jaxpriv import relations, report, sweep
+from jaxpriv import report
+from jaxpriv.catalog import seed_papers as relations
+from jaxpriv.engines import sweep
 
 
 def main():

@@ -31,7 +31,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default="runs/r5-gaps")
     parser.add_argument("--tolerance", type=float, default=1e-3)
     args = parser.parse_args(argv)
-    from jaxpriv import report, search
+    from jaxpriv import report
+    from jaxpriv.engines import search
     from jaxpriv.cli import _start_jax
 
     _start_jax(None)

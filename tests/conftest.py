@@ -50,7 +50,7 @@ def random_prior(rng: np.random.Generator, n: int, concentration: float = 1.0) -
 def skip_without_native_kernel():
     """Skips the calling test where the native kernel is not available (tests/test_native.py
     fails instead if a compiler is there and the build still fails)."""
-    from jaxpriv import native
+    from jaxpriv.kernels import native
     if not native.available():
         pytest.skip(f"native kernel unavailable: {native.unavailable_reason()}")
 
@@ -72,7 +72,7 @@ def native_kernel(request):
 @pytest.fixture
 def too_tight_relation():
     """R2 with its bound halved (ξ-MBP ⇒ LDP ≤ ξ): false, registered for one test only."""
-    from jaxpriv import relations
+    from jaxpriv.catalog import seed_papers as relations
     relation = relations.register(relations.Relation(
         id="TEST-R2-HALF", statement="ξ-MBP ⇒ LDP ≤ ξ (deliberately false)",
         sources=(relations.Source("003", "Lemma 5.2, halved"),), premise="mbp",
@@ -94,7 +94,7 @@ def pytest_report_header(config):
     flags = os.environ.get("XLA_FLAGS", "")
     xla = next((f.split("=", 1)[1] for f in flags.split() if f.startswith("--xla_cpu_max_isa")),
                "the CPU's widest")
-    from jaxpriv import native
+    from jaxpriv.kernels import native
     try:
         march = native.march()
     except RuntimeError as error:  # refused: the XLA kernel runs

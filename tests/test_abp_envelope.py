@@ -1,4 +1,4 @@
-"""R5's certified envelope (docs/certified.md#r5, jaxpriv.abp_envelope) against closed forms in
+"""R5's certified envelope (docs/certified.md#r5, jaxpriv.core.abp_envelope) against closed forms in
 mpmath, brute force over dense grids of 2×2 mechanisms, random mechanisms that must never exceed
 it, and the explicit mechanisms that attain it (re-evaluated by the independent oracle)."""
 
@@ -12,9 +12,11 @@ import mpmath as mp
 import numpy as np
 import pytest
 
-from jaxpriv import abp_envelope, certify, notions, relations, search
-from jaxpriv.errors import InputError
-from jaxpriv.mechanisms import Mechanism
+from jaxpriv.catalog import seed_papers as relations
+from jaxpriv.core import abp_envelope, notions
+from jaxpriv.engines import certify, search
+from jaxpriv.core.errors import InputError
+from jaxpriv.core.mechanisms import Mechanism
 from tests import reference as ref
 
 LAWS = abp_envelope.LAWS
@@ -232,7 +234,7 @@ def test_uniform_record_law_against_vertex_enumeration_of_two_output_mechanisms(
 
 def test_terms_are_the_library_js_terms():
     """The certificate's NumPy φ is the same stable term the kernels use (float64)."""
-    from jaxpriv import divergences
+    from jaxpriv.core import divergences
     rng = np.random.default_rng(0)
     s, v = rng.uniform(-0.99, 5, 1000), rng.uniform(-0.99, 5, 1000)
     s[:10] = v[:10] + 1e-9  # near-equal rows

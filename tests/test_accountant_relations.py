@@ -1,4 +1,4 @@
-"""The accountants' conversions as relations (jaxpriv.accountant_relations): registered when the
+"""The accountants' conversions as relations (jaxpriv.catalog.accountants): registered when the
 library is installed, their bound is the library's own function (through pure_callback, under
 jit and vmap), the known envelopes give exact verdicts, and the findings re-check. Each test
 skips cleanly without its library (``pip install ".[accountants]"``)."""
@@ -12,7 +12,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxpriv import InputError, accountant_adapters, audit, certify, families, registry
+from jaxpriv import InputError, audit, registry
+from jaxpriv.catalog import accountant_adapters
+from jaxpriv.core import families
+from jaxpriv.engines import certify
 
 
 def _needs(library):

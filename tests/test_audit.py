@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxpriv import InputError, audit, certify, cli, report
+from jaxpriv import InputError, audit, cli, report
+from jaxpriv.engines import certify
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -111,7 +112,7 @@ def test_resumed_audit_runs_nothing_again(audited):
 
 
 def test_a_killed_run_is_resumed_from_its_checkpoint(tmp_path):
-    from jaxpriv import sweep
+    from jaxpriv.engines import sweep
     budget = dataclasses.replace(SMALL, sweep_count=3 * 4096)
     task = next(t for t in audit.plan(budget, ["R1"]) if t.kind == "sweep")
     task = task._replace(config=dataclasses.replace(task.config, chunk=4096, block=1024))
@@ -150,7 +151,7 @@ def test_a_parallel_audit_killed_with_sigkill_stops_its_workers_and_resumes_to_t
     import signal
     import time
 
-    from jaxpriv import runstate
+    from jaxpriv.engines import runstate
 
     _, serial, _ = audited
     settings = {k: v for k, v in dataclasses.asdict(SMALL).items()
@@ -281,7 +282,8 @@ def test_figures_certified_curve_at_unbounded_and_infinite_points():
     bound is infinite, x ≥ ½), ``claim / least slack`` for R6's ratio envelope (docs/certified.md:
     γ/β ≤ e^{2ξ}), and ``inf`` where the conclusion is unbounded (R12); no 0/0 or ∞/∞ on the
     way (these were RuntimeWarnings in every audit)."""
-    from jaxpriv import relations, report
+    from jaxpriv import report
+    from jaxpriv.catalog import seed_papers as relations
 
     grid = np.linspace(0.05, 0.6, 12)
     claim, certified, slack, upper = report.claimed_and_certified(relations.get("R8"), grid, 0.0,
@@ -304,7 +306,8 @@ def test_figures_certified_curve_at_unbounded_and_infinite_points():
 def test_a_certified_bracket_is_reported_as_one(audited, tmp_path):
     """A certificate that returns (attained, min_slack, upper) reads "certified bracket": the
     least slack's ends are f/upper and f/attained, in summary and report alike."""
-    from jaxpriv import registry, relations
+    from jaxpriv import registry
+    from jaxpriv.catalog import seed_papers as relations
 
     out, _, _ = audited
     base = relations.R2.certificate

@@ -196,7 +196,7 @@ def seed_native_library(cache):
     name it would be built as there), so that a process started with ``JAXPRIV_CACHE=cache``
     loads it instead of compiling it again."""
     import shutil
-    from jaxpriv import native
+    from jaxpriv.kernels import native
     try:
         built = native.build(native.march())
     except RuntimeError:

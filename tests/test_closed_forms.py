@@ -6,7 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxpriv import Mechanism, divergences, families, notions
+from jaxpriv import Mechanism
+from jaxpriv.core import divergences, families, notions
 
 
 @pytest.mark.parametrize("eps", [0.0, 0.1, 1.0, 3.0, 10.0])

@@ -8,9 +8,12 @@ import jax
 import numpy as np
 import pytest
 
-from jaxpriv import cli, databases, io, relations, statistical
-from jaxpriv.errors import InputError
-from jaxpriv.mechanisms import Mechanism, Records
+from jaxpriv import cli
+from jaxpriv.catalog import seed_papers as relations
+from jaxpriv.core import databases, statistical
+from jaxpriv.engines import io
+from jaxpriv.core.errors import InputError
+from jaxpriv.core.mechanisms import Mechanism, Records
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 DATABASE_RELATIONS = ("R7", "R8", "R9", "R10", "R11", "R12", "R13")

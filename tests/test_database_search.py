@@ -7,9 +7,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxpriv import certify, databases, relations, search
-from jaxpriv.errors import InputError
-from jaxpriv.mechanisms import Mechanism, Records
+from jaxpriv.catalog import seed_papers as relations
+from jaxpriv.core import databases
+from jaxpriv.engines import certify, search
+from jaxpriv.core.errors import InputError
+from jaxpriv.core.mechanisms import Mechanism, Records
 
 
 @pytest.mark.parametrize("relation_id", ["R8", "R9", "R10", "R12", "R13"])

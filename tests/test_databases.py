@@ -9,9 +9,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxpriv import databases, report
-from jaxpriv.errors import InputError
-from jaxpriv.mechanisms import Mechanism, Records
+from jaxpriv import report
+from jaxpriv.core import databases
+from jaxpriv.core.errors import InputError
+from jaxpriv.core.mechanisms import Mechanism, Records
 
 RR3 = np.array([[0.75, 0.25], [0.25, 0.75]])  # randomized response with ε = log 3
 
@@ -177,7 +178,7 @@ def _bsp_empty_i2(K):
 def test_r7_and_r9_hold_on_random_database_mechanisms(relation_id, tmp_path):
     """004 Thms 1 and 2 (first part): at every belief the sweep draws, BSP (SP) stays below
     e^{2·BDP} − 1 (e^{2·DP} − 1): no verified violation."""
-    from jaxpriv import sweep
+    from jaxpriv.engines import sweep
     config = sweep.make_config(relation_id, 4, 3, 20000, seed=1, chunk=10000, k=2, r=2)
     result = sweep.run(config, tmp_path / "run", progress=False, write=report.write_sweep)
     assert result.violation_count == 0
@@ -186,7 +187,9 @@ def test_r7_and_r9_hold_on_random_database_mechanisms(relation_id, tmp_path):
 
 
 def test_injected_false_database_bound_is_found_and_its_witness_rechecks(tmp_path, capsys):
-    from jaxpriv import cli, relations, sweep
+    from jaxpriv import cli
+    from jaxpriv.catalog import seed_papers as relations
+    from jaxpriv.engines import sweep
     relation = relations.register(relations.Relation(
         id="TEST-R9-TENTH", statement="ε-DP ⇒ SP ≤ (e^{2ε}−1)/10 (deliberately false)",
         sources=(relations.Source("004", "Thm 2, divided by 10"),), premise="dp",
@@ -208,7 +211,8 @@ def test_injected_false_database_bound_is_found_and_its_witness_rechecks(tmp_pat
 
 def test_database_relations_need_a_layout_and_all_skips_them_when_n_is_not_k_to_the_r(
         tmp_path, capsys):
-    from jaxpriv import cli, sweep
+    from jaxpriv import cli
+    from jaxpriv.engines import sweep
     with pytest.raises(InputError, match="--k"):
         sweep.make_config("R9", 4, 2, 100)
     code = cli.main(["sweep", "--relation", "R9", "--n", "6", "--m", "2", "--count", "100",

@@ -8,7 +8,10 @@ import pytest
 
 import jaxpriv
 
-MODULES = sorted(info.name for info in pkgutil.iter_modules(jaxpriv.__path__, "jaxpriv."))
+# every module of every layer (and the package's own docstring: the public API's example);
+# not the ``python -m`` entry points, which run the command line on import
+MODULES = ["jaxpriv"] + sorted(info.name for info in pkgutil.walk_packages(jaxpriv.__path__, "jaxpriv.")
+                               if not info.name.endswith("__main__"))
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -1,4 +1,4 @@
-"""Relations D1–D16 (jaxpriv.dp_relations): their bounds against mpmath and the papers' closed
+"""Relations D1–D16 (jaxpriv.catalog.dp_literature): their bounds against mpmath and the papers' closed
 forms, their certificates against the notions at the attaining mechanisms and against random
 mechanisms (no mechanism may exceed a certified envelope), the attaining mechanisms themselves
 (KOV's four-output mechanism, n-ary randomized response, quantized Gaussians), selection of a
@@ -15,8 +15,10 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from jaxpriv import Mechanism, audit, certify, families, level, registry, search
-from jaxpriv import dp_relations
+from jaxpriv import Mechanism, audit, level, registry
+from jaxpriv.core import families
+from jaxpriv.engines import certify, search
+from jaxpriv.catalog import dp_literature as dp_relations
 
 mp.mp.dps = 40
 D_IDS = [rid for rid in registry.REGISTRY if rid.startswith("D")]

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import reference
-from jaxpriv import Mechanism, families, notions
+from jaxpriv import Mechanism
+from jaxpriv.core import families, notions
 
 
 def test_zero_entry_gives_infinite_ldp_and_mbp(x64):
@@ -92,7 +93,7 @@ def test_gradients_are_finite_at_boundary_points():
 
 
 def test_divergence_gradients_finite_at_zero_and_disjoint():
-    from jaxpriv import divergences
+    from jaxpriv.core import divergences
     P = jnp.array([0.5, 0.5, 0.0])
     for Q in (P, jnp.array([0.0, 0.0, 1.0]), jnp.array([0.25, 0.25, 0.5])):
         for fn in (divergences.js, divergences.tv):

@@ -26,7 +26,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from jaxpriv import InputError, cli, io, runstate, search, sweep
+from jaxpriv import InputError, cli
+from jaxpriv.engines import io, runstate, search, sweep
 
 FORBIDDEN = "/proc/jaxpriv-cannot-be-created"
 FUZZ = int(os.environ.get("JAXPRIV_FUZZ", "1"))  # more examples: JAXPRIV_FUZZ=20 pytest ...  # /proc refuses mkdir, even to root
@@ -119,7 +120,7 @@ def test_missing_inputs_and_bad_grids_are_one_line(argv, needle, tmp_path, capsy
 
 def test_a_tilde_in_out_is_the_home_directory(tmp_path, capsys, monkeypatch):
     """``--out=~/x`` reaches jaxpriv unexpanded (the shell expands only a word-initial ~)."""
-    from jaxpriv import native
+    from jaxpriv.kernels import native
 
     # jaxpriv's cache root (the native kernel's library) stays where it is
     monkeypatch.setenv("JAXPRIV_CACHE", str(native.cache_root()))
@@ -636,7 +637,7 @@ def test_random_small_runs_finish_or_fail_in_one_line(argv, tmp_path_factory, ca
 def test_a_checkpoint_from_before_a_setting_was_added_still_resumes():
     """A config saved before ``prior`` existed equals today's default one (io.ADDED_SETTINGS),
     and a real difference is still named."""
-    from jaxpriv import io as jio
+    from jaxpriv.engines import io as jio
     config = {"relation": "R5", "n": 3, "prior": ""}
     assert jio.same_config({"relation": "R5", "n": 3}, config)
     assert not jio.same_config({"relation": "R5", "n": 3}, {**config, "prior": "uniform"})

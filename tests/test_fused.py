@@ -7,8 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jaxpriv import fused, notions, samplers
-from jaxpriv.mechanisms import Mechanism
+from jaxpriv.core import notions
+from jaxpriv.kernels import fused, samplers
+from jaxpriv.core.mechanisms import Mechanism
 from tests.conftest import random_prior, random_stochastic
 
 

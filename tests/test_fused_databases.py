@@ -1,5 +1,5 @@
-"""The database levels' screen (jaxpriv.fused.database_levels: the native kernel on a CPU, the
-jaxpriv.databases functions elsewhere) against those functions in float64 (004 eq. 19 for BDP,
+"""The database levels' screen (jaxpriv.kernels.fused.database_levels: the native kernel on a CPU, the
+jaxpriv.core.databases functions elsewhere) against those functions in float64 (004 eq. 19 for BDP,
 Def. 1-3 for SP, BSP and MP; SPEC §2.6), on hand-built extremes, random mechanisms of several
 layouts and the sweep's own draws; and the sweeps that use it."""
 
@@ -8,8 +8,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxpriv import databases, fused, native, registry, samplers, sweep
-from jaxpriv.mechanisms import Mechanism, Records
+from jaxpriv import registry
+from jaxpriv.core import databases
+from jaxpriv.engines import sweep
+from jaxpriv.kernels import fused, native, samplers
+from jaxpriv.core.mechanisms import Mechanism, Records
 
 FIELDS = fused.DatabaseLevels._fields
 REFERENCE = dict(dp=databases.dp, bdp=databases.bdp, sp=databases.sp, bsp=databases.bsp,
@@ -19,7 +22,7 @@ REFERENCE = dict(dp=databases.dp, bdp=databases.bdp, sp=databases.sp, bsp=databa
 
 
 def reference(mech):
-    """Every level by jaxpriv.databases in float64."""
+    """Every level by jaxpriv.core.databases in float64."""
     with jax.enable_x64(True):
         mech = Mechanism(jnp.asarray(mech.log_K, jnp.float64),
                          jnp.asarray(mech.log_prior, jnp.float64),
@@ -95,7 +98,7 @@ def test_the_sweeps_own_draws_match_the_float64_reference(native_built):
 
 def test_closed_forms_randomized_response_per_record(native_built):
     """ε-RR on each of two independent records under the uniform prior: DP = BDP = MP = ε;
-    SP = BSP = tanh(Λ/4) (jaxpriv.databases) with Λ = ε: ``r(x) = K[x,y]/K[x_{−i},y]`` is
+    SP = BSP = tanh(Λ/4) (jaxpriv.core.databases) with Λ = ε: ``r(x) = K[x,y]/K[x_{−i},y]`` is
     ``rr[x_i, y_i]/rr[⊥, y_i]`` ∈ {1, e^{±ε}}, and only one sign occurs per output (the lower
     end of ``DP ≤ Λ ≤ 2·DP``); the games are defined."""
     eps = 1.3

@@ -1,4 +1,4 @@
-"""Process groups (jaxpriv.group): one sweep, search or audit over two local processes gives
+"""Process groups (jaxpriv.engines.group): one sweep, search or audit over two local processes gives
 what one process gives, resumes across the group, and every way of starting a group wrongly is
 one line and exit 2, within the timeout."""
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from jaxpriv import group
-from jaxpriv.errors import InputError
+from jaxpriv.engines import group
+from jaxpriv.core.errors import InputError
 
 SWEEP = ["sweep", "--relation", "R6", "--n", "3", "--m", "3", "--count", "49152", "--seed", "3",
          "--chunk", "8192", "--quiet"]

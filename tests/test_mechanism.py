@@ -7,7 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxpriv import InputError, Mechanism, Records, families, io, notions
+from jaxpriv import InputError, Mechanism, Records
+from jaxpriv.core import families, notions
+from jaxpriv.engines import io
 
 
 @pytest.mark.parametrize("K, message", [

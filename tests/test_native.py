@@ -1,4 +1,4 @@
-"""The native CPU kernel (jaxpriv.native) against the float64 reference notions and the XLA
+"""The native CPU kernel (jaxpriv.kernels.native) against the float64 reference notions and the XLA
 kernel, on the sweep's own mechanisms, odd shapes (partial blocks of 16, n·m not a multiple of
 16) and edge cases; plus its build: cached, fails with a reason, can be turned off."""
 
@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxpriv import fused, native, samplers
+from jaxpriv.kernels import fused, native, samplers
 from tests.test_fused import assert_levels_close, random_batch, reference_levels
 
 FIELDS = fused.RecordLevels._fields
@@ -71,7 +71,7 @@ def test_native_keeps_relative_accuracy_where_abp_is_tiny(native_built):
         K = base * (1 + 1e-3 * rng.standard_normal((64, 8, 8)))
         K /= K.sum(-1, keepdims=True)
         mech = random_batch(0, 64, 8, 8)
-        from jaxpriv.mechanisms import Mechanism
+        from jaxpriv.core.mechanisms import Mechanism
         mech = Mechanism.from_K(K, np.exp(np.asarray(mech.log_prior)), np.exp(
             np.asarray(mech.log_prior)), dtype=jnp.float64)
         want = np.asarray(reference_levels(mech)["abp"])
@@ -84,7 +84,7 @@ def test_native_keeps_relative_accuracy_where_abp_is_tiny(native_built):
 def test_native_edge_cases(native_built):
     """Zero entries, an impossible output, a ruled-out secret with an output only it produces,
     a constant mechanism, the identity (disjoint rows: JS = ln 2 terms), zeros in the belief."""
-    from jaxpriv.mechanisms import Mechanism
+    from jaxpriv.core.mechanisms import Mechanism
     K = np.array([
         [[0.5, 0.5, 0.0], [0.25, 0.75, 0.0], [0.0, 0.0, 1.0]],
         [[1 / 3, 1 / 3, 1 / 3]] * 3,
@@ -244,7 +244,7 @@ def test_portable_builds_give_the_levels_of_the_native_build(native_built, monke
         args = (mech.log_K, mech.log_prior, mech.log_belief)
         portable = dict(zip(FIELDS, jax.jit(lambda *a: native._call(target, *a))(*args)))
         assert_levels_close(portable, native_levels(*args), rtol=1e-5, atol=1e-6)  # FMA or not
-    from jaxpriv.mechanisms import Records
+    from jaxpriv.core.mechanisms import Records
     from tests.test_fused_databases import random_database_batch
     for records, m in ((Records(k=2, r=3), 8), (Records(k=3, r=2, default=1), 5)):
         mech = random_database_batch(11, 1003, records, m)

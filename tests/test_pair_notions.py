@@ -1,4 +1,4 @@
-"""SPEC §5 notions (jaxpriv.pair_notions): the float64 reference against the 50-digit mpmath
+"""SPEC §5 notions (jaxpriv.core.pair_notions): the float64 reference against the 50-digit mpmath
 oracle (tests/reference.py, written from the definitions: eps_at_delta by bisection, gdp over
 every subset of outputs, zCDP by a dense scan), closed forms on randomized response, properties
 that must hold, float32 against float64, gradients, and bad input."""
@@ -12,7 +12,8 @@ import pytest
 from scipy.stats import norm
 
 import reference
-from jaxpriv import InputError, Mechanism, families, level, pair_notions
+from jaxpriv import InputError, Mechanism, level
+from jaxpriv.core import families, pair_notions
 
 KEYS = ("tv", "kl", "chi2", "renyi", "zcdp", "delta", "eps_at_delta", "gdp", "max_leakage",
         "pml")

@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 
 import jaxpriv
-from jaxpriv import (InputError, Notion, Relation, audit, cli, families, registry,
-                     retractions, search, sweep)
-from jaxpriv.mechanisms import Mechanism
+from jaxpriv import InputError, Notion, Relation, audit, cli, registry
+from jaxpriv.core import families, retractions
+from jaxpriv.engines import search, sweep
+from jaxpriv.core.mechanisms import Mechanism
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGINS = ROOT / "examples" / "plugins"
@@ -81,8 +82,8 @@ def test_level_is_the_float64_reference_and_checks_its_parameters():
     assert float(jaxpriv.level("ldp", rr)) == pytest.approx(1.0, rel=1e-14)
     with jax.enable_x64(True):
         rr64 = rr.astype(np.float64)
-        mi = float(jaxpriv.notions.mutual_information(rr64))
-        abp = float(jaxpriv.notions.abp(rr64, "output").level)
+        mi = float(jaxpriv.core.notions.mutual_information(rr64))
+        abp = float(jaxpriv.core.notions.abp(rr64, "output").level)
     assert float(jaxpriv.level("mi", rr)) == pytest.approx(mi, rel=1e-14)
     assert float(jaxpriv.level("abp", rr, law="output")) == pytest.approx(abp, rel=1e-14)
     with pytest.raises(InputError, match="takes law, q; not alpha"):

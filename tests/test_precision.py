@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from conftest import random_prior, random_stochastic
-from jaxpriv import Mechanism, divergences, families, notions
+from jaxpriv import Mechanism
+from jaxpriv.core import divergences, families, notions
 
 F32_RTOL, F32_ATOL = 1e-3, 1e-7
 

@@ -8,7 +8,9 @@ import pytest
 
 import reference
 from conftest import random_prior, random_stochastic
-from jaxpriv import Mechanism, cli, io, notions
+from jaxpriv import Mechanism, cli
+from jaxpriv.core import notions
+from jaxpriv.engines import io
 
 RTOL = 1e-9
 
@@ -74,7 +76,7 @@ def test_cli_eval_json_matches_oracle(tmp_path, capsys, name):
 
 
 def test_divergences_match_oracle(x64):
-    from jaxpriv import divergences
+    from jaxpriv.core import divergences
     rng = np.random.default_rng(3)
     for _ in range(20):
         P, Q = rng.dirichlet(np.ones(6)), rng.dirichlet(np.ones(6))

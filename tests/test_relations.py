@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 
 from conftest import random_prior
-from jaxpriv import InputError, Mechanism, families, relations
-from jaxpriv.relations import Source
+from jaxpriv import InputError, Mechanism
+from jaxpriv.catalog import seed_papers as relations
+from jaxpriv.core import families
+from jaxpriv.catalog.seed_papers import Source
 
 
 def test_registry_has_r1_to_r6_with_sources():

@@ -1,4 +1,4 @@
-"""The counter-hash random numbers under the samplers (jaxpriv.samplers.random_bits & co.)."""
+"""The counter-hash random numbers under the samplers (jaxpriv.kernels.samplers.random_bits & co.)."""
 
 import math
 
@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxpriv import samplers
+from jaxpriv.kernels import samplers
 
 
 def test_words_depend_on_the_key_and_the_flat_index_only():

@@ -10,8 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jaxpriv import certify, cli, notions, relations, report, search, sweep
-from jaxpriv.mechanisms import Mechanism
+from jaxpriv import cli, report
+from jaxpriv.catalog import seed_papers as relations
+from jaxpriv.core import notions
+from jaxpriv.engines import certify, search, sweep
+from jaxpriv.core.mechanisms import Mechanism
 
 QUICK = dict(restarts=16, steps=600, segment=100)
 
@@ -145,7 +148,7 @@ def test_reported_witnesses_keep_premise_and_condition(relation_id, param, tmp_p
     config = search.make_config(relation_id, 3, 3, (0.2, 1.0), param=param, **QUICK)
     result = search.run(config, tmp_path / "run", progress=False, write=report.write_search)
     relation = relations.get(relation_id)
-    from jaxpriv import io
+    from jaxpriv.engines import io
     for row in result.rows:
         mech, extras = io.load_mechanism(tmp_path / "run" / row["witness"])
         checked = relation.check(mech, **{k: extras.get(k) for k in config.options})

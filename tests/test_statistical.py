@@ -6,8 +6,8 @@ import mpmath
 import numpy as np
 import pytest
 
-from jaxpriv import statistical
-from jaxpriv.errors import InputError
+from jaxpriv.core import statistical
+from jaxpriv.core.errors import InputError
 
 
 def mp_failure(T, kappa, eps):
@@ -69,7 +69,7 @@ def test_bad_arguments_are_named():
 
 
 def test_c1_is_sqrt_js_for_distributions():
-    from jaxpriv import divergences
+    from jaxpriv.core import divergences
     rng = np.random.default_rng(1)
     a, b = rng.dirichlet(np.ones(5), size=(2, 100))
     with jax.enable_x64(True):

@@ -1,4 +1,4 @@
-"""Sweeps and searches of R14 and R15 (jaxpriv.statistical_audit): contract, resume, findings."""
+"""Sweeps and searches of R14 and R15 (jaxpriv.engines.settings): contract, resume, findings."""
 
 import csv
 import json
@@ -7,9 +7,12 @@ import math
 import numpy as np
 import pytest
 
-from jaxpriv import cli, relations, report, statistical, statistical_audit as sa
-from jaxpriv import statistical_relations as sr
-from jaxpriv.errors import InputError
+from jaxpriv import cli, report
+from jaxpriv.catalog import seed_papers as relations
+from jaxpriv.core import statistical
+from jaxpriv.engines import settings as sa
+from jaxpriv.catalog import statistical as sr
+from jaxpriv.core.errors import InputError
 
 
 @pytest.mark.parametrize("t_max", [1, 7, 300, 10_000])
@@ -156,9 +159,9 @@ def test_cli_r15_search_without_a_grid_uses_its_own(tmp_path, capsys):
 
 def test_settings_run_through_the_sweep_and_search_engines(tmp_path):
     """One sweep engine and one search engine for every subject: a claim about an estimator
-    is configured and run by jaxpriv.sweep / jaxpriv.search (its strategies plugged into the
+    is configured and run by jaxpriv.engines.sweep / jaxpriv.engines.search (its strategies plugged into the
     shared chunk loop), with the same results as its strategies run directly."""
-    from jaxpriv import search, sweep
+    from jaxpriv.engines import search, sweep
 
     config = sweep.make_config("R15", 3, 3, 3000, seed=4, chunk=1000, x_bins=4, t_max=100)
     assert config == sa.make_config("R15", "sweep", count=3000, seed=4, chunk=1000, x_bins=4,

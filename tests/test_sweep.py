@@ -13,8 +13,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxpriv import cli, fused, registry, report, samplers, sweep
-from jaxpriv.mechanisms import Mechanism
+from jaxpriv import cli, registry, report
+from jaxpriv.engines import sweep
+from jaxpriv.kernels import fused, samplers
+from jaxpriv.core.mechanisms import Mechanism
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,7 +38,7 @@ def test_samplers_are_valid_and_spread():
     K = np.exp(np.asarray(mech.log_K, np.float64))
     np.testing.assert_allclose(K.sum(-1), 1.0, atol=1e-5)
     assert (K.max(-1) > 0).all() and (K == 0).any()  # sparse ones exist, no empty row
-    from jaxpriv import notions
+    from jaxpriv.core import notions
     mbp = np.asarray(notions.mbp(mech))
     assert not np.isnan(mbp).any()
     finite = mbp[np.isfinite(mbp)]
@@ -215,7 +217,8 @@ def test_sweep_all_writes_one_directory_per_relation(tmp_path, capsys):
 def test_envelope_rows_are_the_float64_levels_of_their_witness_files(tmp_path):
     import csv
 
-    from jaxpriv import io, relations
+    from jaxpriv.catalog import seed_papers as relations
+    from jaxpriv.engines import io
     config = sweep.make_config("R3", 3, 3, 6000, seed=2, chunk=3000)
     sweep.run(config, tmp_path, progress=False, write=report.write_sweep)
     with open(tmp_path / "envelope.csv") as f:
@@ -239,7 +242,7 @@ def test_native_and_xla_screens_give_the_same_sweep(native_built, monkeypatch, r
     elsewhere; the two agree to float32 rounding, so a run's verdict, violations and envelope
     must not depend on which ran (R5 takes the compiled-in 8×8 path, R4 the generic one, R6
     finds violations)."""
-    from jaxpriv import native
+    from jaxpriv.kernels import native
     config = sweep.make_config(relation_id, n, m, 30_000, seed=5, chunk=10_000)
     with_native = sweep.run(config, progress=False)
     monkeypatch.setattr(native, "available", lambda: False)
@@ -261,7 +264,7 @@ def test_native_and_xla_screens_give_the_same_sweep(native_built, monkeypatch, r
 def test_envelope_score_is_the_ratio_where_the_bound_scales_with_the_parameter():
     """R6's bound (1+4ξ)β scales with β: a premise cell keeps the mechanism with the largest
     γ/β (the least slack there), not the largest γ; 0/0 is 0 and γ/0 is +∞, never NaN."""
-    from jaxpriv import relations
+    from jaxpriv.catalog import seed_papers as relations
 
     y = jnp.array([0.2, 0.0, 0.3, 0.5])
     p = jnp.array([0.1, 0.0, 0.0, 0.5])
@@ -364,7 +367,7 @@ def test_the_native_group_reduction_picks_what_xla_picks():
     in score (the smaller position wins), −∞ scores (never win), a NaN score (its cell has no
     winner, as XLA's NaN-propagating max leaves it), mechanisms out of range (cell −1: not
     counted), an all-+∞ block of candidate order (the earliest positions fill it)."""
-    from jaxpriv import native
+    from jaxpriv.kernels import native
 
     if not native.available():
         pytest.skip("the native kernel is not available here")

@@ -1,0 +1,326 @@
+"""Conversions of the wider differential-privacy literature (SPEC §5), as relation records
+D1–D16, with their certified envelopes where the envelope is known.
+
+Each claim is about a pair notion (the max over ordered pairs of rows ``P = K[d], Q = K[d']``)
+or a channel notion (:mod:`jaxpriv.core.pair_notions`). A relation with an order ``α``, a ``δ`` or an
+``ε`` is registered once per audited value, its id the claim's id and the values
+(``D5.a2``: α = 2; ``D6.a4.d1e-5``: α = 4, δ = 1e-5; ``D9.e1``: ε = 1); ``--relations D6``
+selects every instance of D6 (the ``D6.`` family), ``'D*'`` every claim here.
+
+Certificates (proofs in ``docs/certified.md#d-relations``):
+
+* **ε-LDP premise, pair conclusion (D1–D5).** Every pair ``(P, Q)`` with
+  ``e^{−ε} ≤ P/Q ≤ e^ε`` is a post-processing of binary randomized response ``RR_ε`` (Kairouz,
+  Oh, Viswanath 2015, Thm 2.5 at δ = 0), and every pair notion here obeys data processing, so the
+  supremum over ε-LDP mechanisms is the notion's value at ``RR_ε`` — a real two-secret
+  mechanism: TV ``tanh(x/2)``, KL = ρ ``x·tanh(x/2)``, ``D_α`` Steinke's Thm 4 itself.
+* **D13.** The (ε, δ) privacy region is dominated by Kairouz–Oh–Viswanath's four-output
+  mechanism, whose total variation is ``(e^ε − 1 + 2δ)/(e^ε + 1)``: the bound is the envelope.
+* **D10.** ``T(P, Q) ≥ G_μ`` bounds the profile by the Gaussian's (Dong, Roth, Su 2022,
+  Cor. 2.13); quantizing ``N(0,1)`` vs ``N(μ,1)`` into finer bins (a post-processing) approaches
+  it: the bound is the supremum (not attained by a finite mechanism).
+* **D14.** ``Σ_w max_d K[d,w] ≤ n e^ε/(e^ε + n − 1)`` over ``n`` secrets (each column's max is
+  ``e^ε`` times at most every other entry, rows sum to 1), attained by n-ary randomized response.
+* **D15.** Pointwise maximal leakage ``≤ ε`` is approached by ``RR_ε`` with the prior's mass on
+  one secret going to 0 (free prior); under a uniform prior the sup is D14's.
+* D6–D9, D11, D12, D16: no certificate (the audit's envelope is a lower bound).
+
+Examples:
+  >>> from jaxpriv import families
+  >>> from jaxpriv.catalog import seed_papers as relations
+  >>> result = relations.get("D1").check(families.randomized_response(1.0))
+  >>> round(float(result.slack), 12)  # binary RR attains KOV's bound
+  1.0
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+from jax.scipy.special import erfcx, log_ndtr
+
+from jaxpriv.catalog import notions as catalog  # noqa: F401  (the notions the relations use)
+from jaxpriv.registry import Relation, Source, register
+
+ORDERS = (1.5, 2.0, 4.0, 16.0)
+"""The Rényi orders α every α-claim is registered at."""
+DELTAS = (1e-2, 1e-5)
+"""The δ every δ-claim is registered at."""
+EPSILONS = (0.5, 1.0, 2.0)
+"""The ε every δ(ε)-claim is registered at."""
+CERTIFIED = "docs/certified.md#d-relations"
+
+
+def instance_id(base: str, order: float | None = None, delta: float | None = None,
+                epsilon: float | None = None) -> str:
+    """``D6.a4.d1e-5``: the claim's id and the values it is registered at."""
+    parts = [base]
+    if order is not None:
+        parts.append(f"a{order:g}")
+    if delta is not None:
+        parts.append("d" + f"{delta:.0e}".replace("e-0", "e-"))
+    if epsilon is not None:
+        parts.append(f"e{epsilon:g}")
+    return ".".join(parts)
+
+
+# --------------------------------------------------------------------------------------------
+# certificates
+# --------------------------------------------------------------------------------------------
+
+
+def _at_randomized_response(value_at_rr, what: str):
+    """ε-LDP premise: the sup of a pair notion obeying data processing is its value at binary
+    randomized response ``RR_x`` (KOV 2015 Thm 2.5), exact and attained, for every prior; given
+    in closed form (a float64 ``RR_x`` itself is too coarse near 0: its rows differ by ~x/2,
+    rounded to 1e-16 absolute, so a divergence ∝ x² loses half its digits at x = 1e-9).
+    ``tests/test_dp_relations.py`` checks each closed form against the notion at ``RR_x``."""
+    def certificate(x, eps, *, n, r=None, prior="free"):
+        return value_at_rr(jnp.asarray(x)), None
+
+    certificate.__doc__ = f"sup {what} at LDP ≤ x: its value at binary randomized response RR_x."
+    return certificate
+
+
+def ldp_envelope(premise: str, conclusion: str, options: dict | None = None):
+    """The certificate of "ε-LDP ⇒ conclusion ≤ …" where its envelope is known in closed form
+    (the conclusion's value at ``RR_x``): ``tv``, ``kl``, ``zcdp``, ``renyi`` at a finite order;
+    ``None`` for any other pair (any claim with that premise and conclusion may use it, e.g. a
+    library's conversion in :mod:`jaxpriv.catalog.accountants`)."""
+    options = options or {}
+    if premise != "ldp":
+        return None
+    if conclusion == "tv":
+        return _at_randomized_response(_tanh_half, "tv")
+    if conclusion in ("kl", "zcdp"):
+        return _at_randomized_response(_kl_of_rr, conclusion)
+    order = options.get("order", 2.0)
+    if conclusion == "renyi" and isinstance(order, (int, float)) and 1.0 < order < math.inf:
+        return _at_randomized_response(_d5_bound(float(order)), "renyi")
+    return None
+
+
+def _tanh_half(x):
+    """TV of ``RR_x``: ``tanh(x/2) = (e^x − 1)/(e^x + 1)``."""
+    return jnp.tanh(x / 2.0)
+
+
+def _kl_of_rr(x):
+    """KL of ``RR_x``, ``x·tanh(x/2)``, which is also its zCDP level (the sup over α is the
+    α → 1 limit: Steinke 2024, Thm 5)."""
+    return x * jnp.tanh(x / 2.0)
+
+
+def _bound_is_envelope(bound):
+    """The claimed bound is the exact supremum (min slack 1)."""
+    def certificate(x, eps, *, n, r=None, prior="free"):
+        return bound(jnp.asarray(x), eps), jnp.ones_like(jnp.asarray(x))
+    return certificate
+
+
+def _leakage_of_ldp(x, eps, *, n, r=None, prior="free"):
+    """D14: ``sup max_leakage`` over n-secret ε-LDP mechanisms ``= log(n e^x/(e^x + n − 1))``
+    (n-ary randomized response), for every prior with full support."""
+    x = jnp.asarray(x)
+    return x - jnp.log1p(jnp.expm1(x) / n), None
+
+
+def _pml_of_ldp(x, eps, *, n, r=None, prior="free"):
+    """D15: ``sup pml = x`` over priors (approached, not attained); under a uniform prior the
+    column maxima argument of D14 gives ``log(n e^x/(e^x + n − 1))``, attained by n-ary RR."""
+    if prior == "uniform":
+        return _leakage_of_ldp(x, eps, n=n)
+    if prior != "free":
+        return None
+    x = jnp.asarray(x)
+    return x, jnp.ones_like(x)
+
+
+# --------------------------------------------------------------------------------------------
+# bounds
+# --------------------------------------------------------------------------------------------
+
+
+def log_cosh(y):
+    """``log cosh(y)`` to full relative accuracy: ``log1p(2 sinh²(y/2))`` (no cancellation near
+    0), ``|y| + log1p(e^{−2|y|}) − log 2`` beyond ``|y| = 1`` (no overflow)."""
+    a = jnp.abs(y)
+    small = a <= 1.0
+    s = jnp.sinh(jnp.where(small, a, 0.0) / 2.0)
+    big = jnp.where(small, 1.0, a)
+    return jnp.where(small, jnp.log1p(2.0 * s * s),
+                     big + jnp.log1p(jnp.exp(-2.0 * big)) - math.log(2.0))
+
+
+def _d5_bound(order):
+    """Steinke 2024 Thm 4: ``(α−1)⁻¹ log((e^{αε} + e^{(1−α)ε})/(1 + e^ε))``, the RR value,
+    as ``(α−1)⁻¹ [log cosh((α−½)ε) − log cosh(ε/2)]`` (the two sums are ``2e^{ε/2}·cosh``):
+    both terms are O(ε²) near 0 and their ratio is at least (2α−1)² ≥ 4, so nothing cancels
+    (the textbook form loses every digit at ε = 1e-7)."""
+    def bound(x, *p):
+        return (log_cosh((order - 0.5) * x) - log_cosh(0.5 * x)) / (order - 1.0)
+    return bound
+
+
+def _d9_bound(epsilon: float):
+    """Canonne, Kamath, Steinke 2020, Cor. 13: ``δ = inf_{α>1} e^{(α−1)(αρ−ε)}(1−1/α)^α/(α−1)``.
+
+    The log of the objective, ``(α−1)(αρ−ε) + α·log(1 − 1/α) − log(α−1)``, is minimized over a
+    grid of 400 points in ``log(α−1) ∈ [−12, 12]`` refined by 60 golden-section steps (it is
+    convex in α: a sum of a convex quadratic, ``α log(1−1/α)`` and ``−log(α−1)``); clipped to 1.
+    A grid minimum is never below the true infimum, so the bound used is never smaller than the
+    claimed one (no false alarm).
+    """
+    def log_objective(alpha, rho):
+        return (alpha - 1.0) * (alpha * rho - epsilon) + alpha * jnp.log1p(-1.0 / alpha) - \
+            jnp.log(alpha - 1.0)
+
+    def bound(x, *p):
+        rho = jnp.asarray(x)
+        grid = jnp.linspace(-12.0, 12.0, 400, dtype=rho.dtype)
+        values = log_objective(1.0 + jnp.exp(grid), rho[..., None])
+        best = jnp.argmin(values, axis=-1)
+        step = grid[1] - grid[0]
+        a = grid[best] - step
+        b = grid[best] + step
+        golden = (math.sqrt(5.0) - 1.0) / 2.0
+        for _ in range(60):
+            c = b - golden * (b - a)
+            d = a + golden * (b - a)
+            left = log_objective(1.0 + jnp.exp(c), rho) <= log_objective(1.0 + jnp.exp(d), rho)
+            a, b = jnp.where(left, a, c), jnp.where(left, d, b)
+        refined = log_objective(1.0 + jnp.exp(0.5 * (a + b)), rho)
+        log_delta = jnp.minimum(jnp.min(values, axis=-1), refined)
+        return jnp.minimum(jnp.exp(log_delta), 1.0)
+    return bound
+
+
+def _d10_bound(epsilon: float):
+    """Dong, Roth, Su 2022, Cor. 2.13: ``Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)``; 0 at μ = 0.
+
+    With ``a = −ε/μ + μ/2``, ``b = a − μ``: ``δ = Φ(a)·(1 − e^ε Φ(b)/Φ(a))``. In the tail
+    (``a ≤ 0``) ``Φ(x) = ½·erfcx(−x/√2)·e^{−x²/2}`` and the Gaussian factors cancel exactly
+    against ``e^ε`` (``(a² − b²)/2 = −ε``), so ``δ = Φ(a)·(−expm1(log erfcx(−b/√2) −
+    log erfcx(−a/√2)))`` keeps full relative accuracy down to 1e-300 (``log Φ`` differences
+    would lose six digits there); for ``a > 0`` the same with ``log Φ`` (no tail).
+    """
+    root2 = math.sqrt(2.0)
+
+    def bound(x, *p):
+        mu = jnp.asarray(x)
+        positive = mu > 0
+        safe = jnp.where(positive, mu, 1.0)
+        a = -epsilon / safe + safe / 2.0
+        b = a - safe
+        tail = a <= 0
+        at = jnp.where(tail, a, -1.0)
+        bt = at - safe
+        log_phi_a = jnp.where(tail, jnp.log(0.5 * erfcx(-at / root2)) - at * at / 2.0,
+                              log_ndtr(a))
+        gap = jnp.where(tail, jnp.log(erfcx(-bt / root2)) - jnp.log(erfcx(-at / root2)),
+                        epsilon + log_ndtr(b) - log_ndtr(a))
+        value = jnp.exp(log_phi_a) * -jnp.expm1(gap)
+        return jnp.where(positive, jnp.maximum(value, 0.0), 0.0)
+    return bound
+
+
+# --------------------------------------------------------------------------------------------
+# the relations
+# --------------------------------------------------------------------------------------------
+
+KOV = Source("Kairouz, Oh, Viswanath 2015 (ICML; IEEE TIT 2017)",
+             "derived from Thm 2.1/2.5 (dominance by the four-output mechanism)")
+STEINKE = "Steinke 2024, 'Tight RDP & zCDP bounds from pure DP' (differentialprivacy.org)"
+IWK = "Issa, Wagner, Kamath 2020 (IEEE TIT 66(3)), arXiv 1807.07878"
+SAEIDIAN = "Saeidian, Cervia, Oechtering, Skoglund 2023 (IEEE TIT), arXiv 2205.04935"
+
+D_RELATIONS: list[Relation] = []
+
+
+def _add(**fields) -> Relation:
+    relation = register(Relation(**fields), replace=True)
+    D_RELATIONS.append(relation)
+    return relation
+
+
+_add(id="D1", statement="ε-LDP ⇒ TV ≤ (e^ε−1)/(e^ε+1)", sources=(KOV,),
+     premise="ldp", conclusion="tv", bound=lambda x, *p: jnp.tanh(x / 2.0),
+     certificate=ldp_envelope("ldp", "tv"), proof=CERTIFIED)
+_add(id="D2", statement="ε-LDP ⇒ KL ≤ ε(e^ε−1)",
+     sources=(Source("Dwork, Rothblum, Vadhan 2010 (FOCS)", "Lemma III.2"),),
+     premise="ldp", conclusion="kl", bound=lambda x, *p: x * jnp.expm1(x),
+     certificate=ldp_envelope("ldp", "kl"), proof=CERTIFIED)
+_add(id="D3", statement="ε-LDP ⇒ ρ-zCDP with ρ = ε²/2",
+     sources=(Source("Bun, Steinke 2016 (TCC), arXiv 1605.02065", "Prop. 1.4 (= Prop. 3.3)"),),
+     premise="ldp", conclusion="zcdp", bound=lambda x, *p: 0.5 * x * x,
+     certificate=ldp_envelope("ldp", "zcdp"), proof=CERTIFIED)
+_add(id="D4", statement="ε-LDP ⇒ ρ-zCDP with ρ = ε·tanh(ε/2)",
+     sources=(Source(STEINKE, "Thm 5"),),
+     premise="ldp", conclusion="zcdp", bound=lambda x, *p: x * jnp.tanh(x / 2.0),
+     certificate=ldp_envelope("ldp", "zcdp"), proof=CERTIFIED)
+for _a in ORDERS:
+    _add(id=instance_id("D5", order=_a),
+         statement=f"ε-LDP ⇒ D_α ≤ (α−1)⁻¹ log((e^{{αε}}+e^{{(1−α)ε}})/(1+e^ε)) at α = {_a:g}",
+         sources=(Source(STEINKE, "Thm 4"),), premise="ldp", conclusion="renyi",
+         options={"order": _a}, bound=_d5_bound(_a),
+         certificate=ldp_envelope("ldp", "renyi", {"order": _a}), proof=CERTIFIED)
+for _a in ORDERS:
+    for _d in DELTAS:
+        _add(id=instance_id("D6", order=_a, delta=_d),
+             statement=f"D_α ≤ r ⇒ ε(δ) ≤ r + log(1/δ)/(α−1) at α = {_a:g}, δ = {_d:g}",
+             sources=(Source("Mironov 2017 (CSF), arXiv 1702.07476", "Prop. 3"),),
+             premise="renyi", conclusion="eps_at_delta", options={"order": _a, "delta": _d},
+             bound=(lambda a, d: lambda x, *p: x + math.log(1.0 / d) / (a - 1.0))(_a, _d))
+for _a in ORDERS:
+    for _d in DELTAS:
+        _add(id=instance_id("D7", order=_a, delta=_d),
+             statement=f"D_α ≤ r ⇒ ε(δ) ≤ r + log(1−1/α) − (log δ + log α)/(α−1) at α = {_a:g}, "
+                       f"δ = {_d:g}",
+             sources=(Source("Balle, Barthe, Gaboardi, Hsu, Sato 2020 (AISTATS), arXiv "
+                             "1905.09982", "Thm 21"),
+                      Source("Canonne, Kamath, Steinke 2020 (NeurIPS), arXiv 2004.00010",
+                             "Prop. 12")),
+             premise="renyi", conclusion="eps_at_delta", options={"order": _a, "delta": _d},
+             bound=(lambda a, d: lambda x, *p: x + math.log1p(-1.0 / a) - (
+                 math.log(d) + math.log(a)) / (a - 1.0))(_a, _d))
+for _d in DELTAS:
+    _add(id=instance_id("D8", delta=_d),
+         statement=f"ρ-zCDP ⇒ ε(δ) ≤ ρ + 2·sqrt(ρ log(1/δ)) at δ = {_d:g}",
+         sources=(Source("Bun, Steinke 2016 (TCC), arXiv 1605.02065", "Prop. 1.3"),),
+         premise="zcdp", conclusion="eps_at_delta", options={"delta": _d},
+         bound=(lambda d: lambda x, *p: x + 2.0 * jnp.sqrt(x * math.log(1.0 / d)))(_d))
+for _e in EPSILONS:
+    _add(id=instance_id("D9", epsilon=_e),
+         statement=f"ρ-zCDP ⇒ δ(ε) ≤ inf_α e^{{(α−1)(αρ−ε)}}(1−1/α)^α/(α−1) at ε = {_e:g}",
+         sources=(Source("Canonne, Kamath, Steinke 2020 (NeurIPS), arXiv 2004.00010",
+                         "Cor. 13"),),
+         premise="zcdp", conclusion="delta", options={"epsilon": _e}, bound=_d9_bound(_e))
+for _e in EPSILONS:
+    _bound10 = _d10_bound(_e)
+    _add(id=instance_id("D10", epsilon=_e),
+         statement=f"μ-GDP ⇒ δ(ε) ≤ Φ(−ε/μ+μ/2) − e^ε Φ(−ε/μ−μ/2) at ε = {_e:g}",
+         sources=(Source("Dong, Roth, Su 2022 (JRSS-B), arXiv 1905.02383",
+                         "Cor. 2.13 (Cor. 1 in the journal version)"),),
+         premise="gdp", conclusion="delta", options={"epsilon": _e}, bound=_bound10,
+         certificate=_bound_is_envelope(_bound10), proof=CERTIFIED)
+_add(id="D11", statement="KL ≤ x ⇒ TV ≤ sqrt(x/2) (Pinsker)",
+     sources=(Source("Pinsker 1964; Csiszár 1967"),), premise="kl", conclusion="tv",
+     bound=lambda x, *p: jnp.sqrt(0.5 * x))
+_add(id="D12", statement="KL ≤ x ⇒ TV ≤ sqrt(1 − e^{−x}) (Bretagnolle–Huber)",
+     sources=(Source("Bretagnolle, Huber 1979 (Z. Wahrsch.)"),), premise="kl", conclusion="tv",
+     bound=lambda x, *p: jnp.sqrt(-jnp.expm1(-x)))
+for _d in DELTAS:
+    _bound13 = (lambda d: lambda x, *p: (jnp.expm1(x) + 2.0 * d) / (jnp.exp(x) + 1.0))(_d)
+    _add(id=instance_id("D13", delta=_d),
+         statement=f"(ε, δ)-DP ⇒ TV ≤ (e^ε − 1 + 2δ)/(e^ε + 1) at δ = {_d:g}", sources=(KOV,),
+         premise="eps_at_delta", conclusion="tv", options={"delta": _d}, bound=_bound13,
+         certificate=_bound_is_envelope(_bound13), proof=CERTIFIED)
+_add(id="D14", statement="ε-LDP ⇒ maximal leakage ≤ ε", sources=(Source(IWK),),
+     premise="ldp", conclusion="max_leakage", bound=lambda x, *p: x,
+     certificate=_leakage_of_ldp, proof=CERTIFIED)
+_add(id="D15", statement="ε-LDP ⇒ pointwise maximal leakage ≤ ε", sources=(Source(SAEIDIAN),),
+     premise="ldp", conclusion="pml", bound=lambda x, *p: x,
+     certificate=_pml_of_ldp, proof=CERTIFIED)
+_add(id="D16", statement="maximal leakage ≤ x ⇒ I(D;W) ≤ x", sources=(Source(IWK),),
+     premise="max_leakage", conclusion="mi", bound=lambda x, *p: x)

@@ -1,0 +1,507 @@
+"""A hand-written CPU kernel for :func:`jaxpriv.kernels.fused.record_levels` in float32, built on first use.
+
+XLA:CPU's code for the fused kernel runs about 1,500 cycles per n = m = 8 mechanism, set by its
+fusion and vectorization choices rather than by the arithmetic. ``record_levels.cc`` (beside
+this file) computes the same five levels with explicit SIMD vectors, one mechanism per lane; it is
+compiled with the system C++ compiler the first time it is needed (a few seconds), cached, and
+registered with JAX as an XLA FFI target, so it runs inside jitted, sharded programs like any
+other operation. Where no compiler is found, the build fails, or ``JAXPRIV_NATIVE=0`` is set,
+:func:`available` is ``False`` and :func:`jaxpriv.kernels.fused.record_levels` uses its XLA kernel
+(same values to float32 rounding); a failed build says why once, as a
+:class:`NativeKernelWarning`. The same library holds the sweep's samplers
+(:func:`sample_log_K`, :func:`sample_prior`) and the database notions' screen
+(:func:`database_levels`, for :func:`jaxpriv.kernels.fused.database_levels`).
+
+It is used where the CPU has AVX2 or AVX-512 (8 or 16 mechanisms per vector): with 128-bit
+vectors only, the build is correct but no faster than the XLA kernel, and
+:func:`unavailable_reason` says so.
+
+Settings (environment variables):
+  ``JAXPRIV_NATIVE``: ``0`` turns the kernel off (no build, no warning); ``force`` uses it
+  even with 128-bit vectors only.
+  ``JAXPRIV_CACHE``: jaxpriv's cache root, where built libraries go (``native/``) and the
+  CLI's JAX compilation cache (``jax-compilation/``); default ``$XDG_CACHE_HOME/jaxpriv`` or
+  ``~/.cache/jaxpriv``, a folder in the temporary directory if neither can be written.
+  ``CXX``: the compiler (default ``c++``, then ``g++``, then ``clang++``).
+  ``JAXPRIV_NATIVE_MARCH``: the compiler's ``-march`` for the library (default ``native``: the
+  widest vectors this CPU has). ``x86-64-v3`` builds the AVX2 path (8 lanes) on any AVX2 CPU,
+  AVX-512 ones included: with NumPy's ``NPY_DISABLE_CPU_FEATURES=X86_V4`` and XLA's
+  ``--xla_cpu_max_isa=AVX2`` it runs jaxpriv as an AVX2-only machine does (``.ci/run`` tests
+  that way); ``x86-64-v4`` the AVX-512 path (16 lanes); ``x86-64`` the SSE2 one (4 lanes).
+
+Examples:
+  >>> import jax
+  >>> from jaxpriv import families
+  >>> from jaxpriv.kernels import fused
+  >>> mech = families.randomized_response(1.0)  # float32
+  >>> levels = jax.jit(fused.record_levels)(mech.log_K, mech.log_prior, mech.log_belief)
+  >>> round(float(levels.abp), 5)  # by this kernel where available(), else by XLA's
+  0.07601
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, Int, UInt32
+
+SOURCE = Path(__file__).with_name("record_levels.cc")
+TARGET = "jaxpriv_record_levels"
+SYMBOL = "JaxprivRecordLevels"
+SAMPLER_TARGET = "jaxpriv_sample_log_k"
+SAMPLER_SYMBOL = "JaxprivSampleLogK"
+PRIOR_SYMBOL = "JaxprivSamplePrior"
+DATABASE_SYMBOL = "JaxprivDatabaseLevels"
+WINNERS_SYMBOL = "JaxprivGroupWinners"
+DATABASE_FIELDS = ("dp", "bdp", "sp", "bsp", "mp", "bsp_games")
+_DATABASE_WANTS = {"dp": 1, "bdp": 2, "mp": 2 | 1, "sp": 4, "bsp": 8, "bsp_games": 16}
+PRIOR_KINDS = ("uniform", "close", "dirichlet")
+FLAGS = ("-std=c++17", "-O3", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared")
+"""Plus ``-march=native`` by default: the library is built for the machine that runs it (the
+cache key holds the CPU's feature flags). No ``-ffast-math``: infinities are values here
+(``log K = −∞``)."""
+BUILD_TIMEOUT_S = 300
+
+
+class NativeKernelWarning(UserWarning):
+    """The native kernel could not be built or loaded; the XLA kernel runs instead."""
+
+
+def available() -> bool:
+    """Whether the native kernel is built and registered (builds it on the first call)."""
+    return _registered() is None
+
+
+def unavailable_reason() -> str | None:
+    """Why :func:`available` is ``False`` (``None`` when it is ``True``)."""
+    return _registered()
+
+
+def state() -> str:
+    """What this process did with the kernel, without building it: ``"on"``, ``"off: why"``, or
+    ``"not used"`` (nothing asked for it, e.g. off a CPU or in float64)."""
+    if _registered.cache_info().currsize == 0:
+        return "not used"
+    reason = _registered()
+    if reason is not None:
+        return f"off: {reason}"
+    chosen = march()
+    return "on" if chosen == "native" else f"on (-march={chosen})"
+
+
+def record_levels(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"],
+                  log_belief: Float[Array, "*b n"], abp: bool = True
+                  ) -> tuple[Float[Array, "*b"], ...]:
+    """``(ldp, mbp, abp, eps_unif, eps_bel)`` of a float32 batch, by the native kernel.
+
+    Same contract as :func:`jaxpriv.kernels.fused.record_levels` (which wraps the result in
+    :class:`jaxpriv.kernels.fused.RecordLevels` and calls this on a CPU when :func:`available`). Pure;
+    jit, vmap and shard_map it like any JAX operation; not differentiable.
+
+    Args:
+      log_K: ``log K``, float32, shape ``(*b, n, m)``.
+      log_prior, log_belief: float32, shape ``(*b, n)``.
+      abp: compute ABP; ``False`` skips it (most of the kernel's work) and returns ``None`` in
+        its place.
+
+    Returns:
+      five float32 arrays of shape ``(*b)`` (``None`` for ABP when ``abp`` is ``False``).
+
+    Raises:
+      TypeError: for input that is not float32 (float64 goes to the XLA kernel).
+      RuntimeError: if the kernel is not available (see :func:`unavailable_reason`).
+    """
+    arrays = (log_K, log_prior, log_belief)
+    if any(jnp.result_type(a) != jnp.float32 for a in arrays):
+        raise TypeError("the native kernel takes float32 input only, got "
+                        + ", ".join(str(jnp.result_type(a)) for a in arrays))
+    reason = _registered()
+    if reason is not None:
+        raise RuntimeError(f"the native kernel is not available: {reason}")
+    levels = _call(TARGET, *arrays, with_abp=abp)
+    return levels if abp else levels[:2] + (None,) + levels[3:]
+
+
+def database_levels(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"], records,
+                    fields=DATABASE_FIELDS) -> tuple[Float[Array, "*b"] | None, ...]:
+    """``(dp, bdp, Λ_SP, Λ_BSP, mp, bsp_games)`` of a float32 batch of database mechanisms, by
+    the native kernel: :func:`jaxpriv.kernels.fused.database_levels` (which calls this on a CPU when
+    :func:`available`, and takes ``tanh(Λ/4)`` of the two spreads). Pure; not differentiable.
+
+    Args:
+      log_K: ``log K``, float32, shape ``(*b, n, m)``, ``n = k^r`` databases.
+      log_prior: the joint prior, float32, shape ``(*b, n)``.
+      records: the :class:`jaxpriv.core.mechanisms.Records` layout.
+      fields: which of :data:`DATABASE_FIELDS` to compute (the others are ``None``).
+
+    Returns:
+      six float32 arrays of shape ``(*b)`` or ``None``.
+
+    Raises:
+      TypeError: for input that is not float32.
+      RuntimeError: if the kernel is not available (see :func:`unavailable_reason`).
+    """
+    if any(jnp.result_type(a) != jnp.float32 for a in (log_K, log_prior)):
+        raise TypeError("the native kernel takes float32 input only")
+    reason = _registered()
+    if reason is not None:
+        raise RuntimeError(f"the native kernel is not available: {reason}")
+    return _databases(TARGET + "_databases", log_K, log_prior, records, fields)
+
+
+def group_winners(cell: Int[Array, " N"], score: Float[Array, " N"], worst: Float[Array, " N"],
+                  order: Float[Array, " N"], cells: int, block: int, k: int
+                  ) -> tuple[Int[Array, " cells"], Int[Array, " cells"], Int[Array, ""],
+                             Int[Array, "blocks k"]]:
+    """The sweep's reduction of a group of mechanisms, in one pass (for
+    :func:`jaxpriv.engines.sweep.make_step`, where XLA's scatters, gathers and ``top_k`` cost ~100 small
+    operations). Positions ``0..N−1`` must be in the order of the mechanisms' indices: ties go
+    to the smaller position.
+
+    Args:
+      cell: each mechanism's envelope cell, ``−1`` where it is not in range; int32, ``(N,)``.
+      score: the envelope's score (the highest above ``−∞`` wins its cell); float32, ``(N,)``.
+      worst: the worst point's score (the highest above ``−∞`` wins); float32, ``(N,)``.
+      order: the candidates' order (each block's ``k`` lowest win; never NaN); float32,
+        ``(N,)``.
+      cells, block, k: cells; mechanisms per block (divides ``N``); candidates per block.
+
+    Returns:
+      ``(winner, count, worst_winner, lowest)``: each cell's winning position (``−1``: none, or
+      a NaN score in the cell, as XLA's NaN-propagating max leaves it) and its count of
+      mechanisms, int32 ``(cells,)``; the worst point's position (``−1``: none), int32 ``()``;
+      each block's ``k`` lowest positions, lowest first, int32 ``(N/block, k)``.
+
+    Raises:
+      RuntimeError: if the native kernel is not available (see :func:`unavailable_reason`).
+    """
+    reason = _registered()
+    if reason is not None:
+        raise RuntimeError(f"the native kernel is not available: {reason}")
+    size = cell.shape[0]
+    if size % block or not 0 < k <= block:
+        raise ValueError(f"group_winners: {size} mechanisms in blocks of {block}, {k} each")
+    out = (jax.ShapeDtypeStruct((cells,), jnp.int32), jax.ShapeDtypeStruct((cells,), jnp.int32),
+           jax.ShapeDtypeStruct((), jnp.int32),
+           jax.ShapeDtypeStruct((size // block, k), jnp.int32))
+    return tuple(jax.ffi.ffi_call(TARGET + "_winners", out, vmap_method="sequential")(
+        cell.astype(jnp.int32), score.astype(jnp.float32), worst.astype(jnp.float32),
+        order.astype(jnp.float32), block=np.int32(block)))
+
+
+def _databases(target, log_K, log_prior, records, fields):
+    unknown = set(fields) - set(DATABASE_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown fields {sorted(unknown)}; the kernel has {DATABASE_FIELDS}")
+    if log_K.shape[-2] != records.size:
+        raise ValueError(f"{log_K.shape[-2]} rows for k^r = {records.size} databases")
+    want = 0
+    for name in fields:
+        want |= _DATABASE_WANTS[name]
+    level = jax.ShapeDtypeStruct(log_K.shape[:-2], jnp.float32)
+    levels = jax.ffi.ffi_call(target, (level,) * 6, vmap_method="broadcast_all")(
+        log_K, log_prior, k=np.int32(records.k), r=np.int32(records.r),
+        default=np.int32(records.default), want=np.int32(want))
+    return tuple(level if name in fields else None for name, level in zip(DATABASE_FIELDS, levels))
+
+
+def sample_log_K(seeds: UInt32[Array, "8 2"], count: int, n: int, m: int,
+                 sparse_fraction: float) -> Float[Array, "count n m"]:
+    """:func:`jaxpriv.kernels.samplers.sample_log_K` by the native sampler: the same mixture, from the
+    same random words, in float32 (equal to the JAX sampler's to float32 rounding).
+
+    Args:
+      seeds: the two seed words of each of the 8 draws of ``sample_log_K``, in its order (kind,
+        z, u, concentration, scale, RR's ε, sparse, drop rate): ``jax.random.bits(k, (2,),
+        uint32)`` of ``jax.random.split(key, 8)``. Under ``vmap`` one call draws for every
+        seed set of the batch, each on its own.
+      count, n, m: the batch's shape; ``count·n·m < 2³²``.
+      sparse_fraction: share of mechanisms with zeroed entries.
+
+    Returns:
+      ``log K``, float32, shape ``(count, n, m)``.
+
+    Raises:
+      RuntimeError: if the native kernel is not available (see :func:`unavailable_reason`).
+    """
+    reason = _registered()
+    if reason is not None:
+        raise RuntimeError(f"the native kernel is not available: {reason}")
+    return _sample(SAMPLER_TARGET, seeds, count, n, m, sparse_fraction)
+
+
+def sample_prior(seeds: UInt32[Array, "10 2"], count: int, n: int, kind: str, eps_max: float,
+                 zero_fraction: float, belief_eps_max: float
+                 ) -> tuple[Float[Array, "count n"], Float[Array, "count n"]]:
+    """The prior and belief of :func:`jaxpriv.kernels.samplers.sample` by the native sampler
+    (:func:`jaxpriv.kernels.samplers.sample_log_prior`, then its zeros and belief tilt): the same random
+    words for the same indices, in float32 (equal to the JAX sampler's to float32 rounding).
+
+    Args:
+      seeds: two seed words for each of the 10 draws, in this order: the prior's ``k1``, ``k2``,
+        the Dirichlet's normal and uniform, ``k3``; the zeros' rows, rate and drop; the belief's
+        tilt and size (:func:`jaxpriv.kernels.samplers.prior_seeds`). Under ``vmap``, one draw per
+        seed set, as :func:`sample_log_K`.
+      count, n: the batch's shape; ``count·n < 2³²``.
+      kind: ``"uniform"``, ``"close"`` or ``"dirichlet"``.
+      eps_max, zero_fraction, belief_eps_max: as in :class:`jaxpriv.kernels.samplers.SamplerSpec`.
+
+    Returns:
+      ``(log_prior, log_belief)``, float32, shape ``(count, n)`` each (equal when
+      ``belief_eps_max`` is 0).
+
+    Raises:
+      RuntimeError: if the native kernel is not available (see :func:`unavailable_reason`).
+    """
+    reason = _registered()
+    if reason is not None:
+        raise RuntimeError(f"the native kernel is not available: {reason}")
+    return _sample_prior(SAMPLER_TARGET + "_prior", seeds, count, n, kind, eps_max,
+                         zero_fraction, belief_eps_max)
+
+
+def _sample_prior(target, seeds, count, n, kind, eps_max, zero_fraction, belief_eps_max):
+    if count * n >= 2**32:
+        raise ValueError(f"the sampler draws at most 2**32 - 1 entries at once, asked for "
+                         f"{count * n}")
+    if kind not in PRIOR_KINDS:
+        raise ValueError(f"kind must be one of {PRIOR_KINDS}, got {kind!r}")
+    shape = jax.ShapeDtypeStruct((count, n), jnp.float32)
+    return tuple(jax.ffi.ffi_call(target, (shape, shape), vmap_method="broadcast_all")(
+        jnp.asarray(seeds, jnp.uint32), kind=np.int32(PRIOR_KINDS.index(kind)),
+        eps_max=np.float32(eps_max), zero_fraction=np.float32(zero_fraction),
+        belief_eps_max=np.float32(belief_eps_max)))
+
+
+def _sample(target: str, seeds, count: int, n: int, m: int, sparse_fraction: float) -> Array:
+    if count * n * m >= 2**32:
+        raise ValueError(f"the sampler draws at most 2**32 - 1 entries at once, asked for "
+                         f"{count * n * m}")
+    shape = jax.ShapeDtypeStruct((count, n, m), jnp.float32)
+    return jax.ffi.ffi_call(target, shape, vmap_method="broadcast_all")(
+        jnp.asarray(seeds, jnp.uint32), sparse_fraction=np.float32(sparse_fraction))
+
+
+def _call(target: str, *arrays: Array, with_abp: bool = True) -> tuple[Array, ...]:
+    level = jax.ShapeDtypeStruct(arrays[0].shape[:-2], jnp.float32)
+    return tuple(jax.ffi.ffi_call(target, (level,) * 5, vmap_method="broadcast_all")(
+        *arrays, with_abp=bool(with_abp)))
+
+
+def register(library_file: Path, target: str, sampler_target: str | None = None) -> int:
+    """Loads a built library and registers its kernel as the CPU FFI target ``target``, its
+    database kernel as ``target + "_databases"``, the sweep's reduction as
+    ``target + "_winners"`` (and its
+    samplers as ``sampler_target`` and ``sampler_target + "_prior"``, if given).
+
+    Returns:
+      mechanisms per SIMD vector in that build (16 with AVX-512, 8 with AVX2, else 4).
+    """
+    library = ctypes.cdll.LoadLibrary(str(library_file))
+    jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(getattr(library, SYMBOL)),
+                                platform="cpu")
+    jax.ffi.register_ffi_target(target + "_databases",
+                                jax.ffi.pycapsule(getattr(library, DATABASE_SYMBOL)),
+                                platform="cpu")
+    jax.ffi.register_ffi_target(target + "_winners",
+                                jax.ffi.pycapsule(getattr(library, WINNERS_SYMBOL)),
+                                platform="cpu")
+    if sampler_target is not None:
+        jax.ffi.register_ffi_target(sampler_target,
+                                    jax.ffi.pycapsule(getattr(library, SAMPLER_SYMBOL)),
+                                    platform="cpu")
+        jax.ffi.register_ffi_target(sampler_target + "_prior",
+                                    jax.ffi.pycapsule(getattr(library, PRIOR_SYMBOL)),
+                                    platform="cpu")
+    return int(library.JaxprivNativeLanes())
+
+
+def march() -> str:
+    """The ``-march`` the kernel is built with: ``JAXPRIV_NATIVE_MARCH``, default ``native``."""
+    chosen = os.environ.get("JAXPRIV_NATIVE_MARCH", "").strip() or "native"
+    if not all(c.isalnum() or c in "-_." for c in chosen):
+        raise RuntimeError(f"JAXPRIV_NATIVE_MARCH={chosen!r} is not a -march name")
+    missing = sorted(set(MARCH_NEEDS.get(chosen, ())) - cpu_flags())
+    if missing and platform.machine() == "x86_64":
+        raise RuntimeError(f"JAXPRIV_NATIVE_MARCH={chosen} needs CPU features this CPU lacks "
+                           f"({', '.join(missing)})")
+    return chosen
+
+
+MARCH_NEEDS = {"x86-64-v3": ("avx2", "fma", "bmi2"),
+               "x86-64-v4": ("avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl")}
+"""CPU flags (``/proc/cpuinfo``) a ``-march`` level needs: its code must not run without them."""
+
+AVX2_ENVIRONMENT = {"NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",
+                    "XLA_FLAGS": "--xla_cpu_max_isa=AVX2", "JAXPRIV_NATIVE_MARCH": "x86-64-v3"}
+"""Environment that runs NumPy, XLA and this kernel as on an AVX2-only CPU, on any AVX2 CPU
+(``XLA_FLAGS`` is appended to, not replaced); ``.ci/run`` exports the same."""
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags (``/proc/cpuinfo``; empty where there is none)."""
+    return set(_cpu_identity().partition(":")[2].split())
+
+
+def library_path(march: str = "native") -> Path:
+    """Where the library for this source, flags, compiler, JAX and CPU is cached."""
+    key = hashlib.sha256()
+    for part in (SOURCE.read_bytes(), " ".join(FLAGS).encode(), march.encode(),
+                 _compiler_identity().encode(), jax.__version__.encode(),
+                 _cpu_identity().encode()):
+        key.update(part)
+        key.update(b"\0")
+    return cache_root() / "native" / f"record_levels-{key.hexdigest()[:16]}.so"
+
+
+def cache_root() -> Path:
+    """jaxpriv's cache root: ``JAXPRIV_CACHE`` if set; else the first of
+    ``$XDG_CACHE_HOME/jaxpriv``, ``~/.cache/jaxpriv`` and a per-user folder in the temporary
+    directory that can be written."""
+    if os.environ.get("JAXPRIV_CACHE"):
+        return Path(os.environ["JAXPRIV_CACHE"]).expanduser()
+    user_cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    user = os.getuid() if hasattr(os, "getuid") else "user"
+    fallback = Path(tempfile.gettempdir()) / f"jaxpriv-cache-{user}"
+    for root in (user_cache / "jaxpriv", fallback):
+        try:
+            (root / "native").mkdir(parents=True, exist_ok=True)
+        except OSError:
+            continue
+        if os.access(root / "native", os.W_OK):
+            return root
+    return fallback
+
+
+def build(march: str = "native") -> Path:
+    """Compiles ``record_levels.cc`` into :func:`library_path` unless it is there already.
+
+    The library is written to a temporary file and renamed into place, so concurrent builds
+    (two processes, a killed one) never leave a partial library behind.
+
+    Args:
+      march: the compiler's ``-march``; the tests build the portable variants with it
+        (``x86-64-v3``: AVX2, ``x86-64``: SSE2).
+
+    Raises:
+      RuntimeError: no compiler, or the compiler failed (its last lines in the message).
+    """
+    target = library_path(march)
+    if target.exists():
+        return target
+    compiler = _compiler()
+    if compiler is None:
+        raise RuntimeError("no C++ compiler found (set CXX, or install g++ or clang++)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _build_lock(target):
+        if target.exists():  # another process built it while this one waited
+            return target
+        return _compile(compiler, march, target)
+
+
+@contextlib.contextmanager
+def _build_lock(target: Path):
+    """One build at a time per library (processes starting together, e.g. an audit's workers,
+    would otherwise each spend the build's seconds of CPU on the same file); a holder that
+    never lets go is waited for no longer than a build may take."""
+    try:
+        import fcntl
+    except ImportError:  # no advisory locks here: concurrent builds stay safe, only wasteful
+        yield
+        return
+    with open(target.with_suffix(".lock"), "a") as lock:
+        deadline = time.monotonic() + BUILD_TIMEOUT_S + 30
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    break  # build anyway: the rename below keeps it safe
+                time.sleep(0.1)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _compile(compiler: str, march: str, target: Path) -> Path:
+    handle, partial = tempfile.mkstemp(suffix=".so", dir=target.parent)
+    os.close(handle)
+    command = [compiler, *FLAGS, f"-march={march}", "-I", jax.ffi.include_dir(), str(SOURCE),
+               "-o", partial]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+        if result.returncode != 0:
+            tail = " | ".join(result.stderr.strip().splitlines()[-3:])
+            raise RuntimeError(f"{compiler} failed (exit {result.returncode}): {tail}")
+        os.replace(partial, target)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"{compiler} did not finish in {BUILD_TIMEOUT_S} s") from None
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)
+    return target
+
+
+@functools.cache
+def _registered() -> str | None:
+    """Builds, loads and registers the kernel once per process; the reason if it cannot."""
+    setting = os.environ.get("JAXPRIV_NATIVE", "1").strip().lower()
+    if setting in ("0", "false", "no", "off"):
+        return "turned off by JAXPRIV_NATIVE"
+    try:
+        if register(build(march()), TARGET, SAMPLER_TARGET) < 8 and setting != "force":  # registered, left unused
+            return ("this CPU has neither AVX2 nor AVX-512, and with 128-bit vectors the native "
+                    "kernel is no faster than the XLA kernel (JAXPRIV_NATIVE=force uses it anyway)")
+    except (OSError, RuntimeError, AttributeError) as error:
+        reason = str(error) or type(error).__name__
+        warnings.warn(f"jaxpriv: native CPU kernel unavailable, using the XLA kernel ({reason})",
+                      NativeKernelWarning, stacklevel=3)
+        return reason
+    return None
+
+
+def _compiler() -> str | None:
+    for name in (os.environ.get("CXX"), "c++", "g++", "clang++"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+@functools.cache
+def _compiler_identity() -> str:
+    compiler = _compiler()
+    if compiler is None:
+        return "none"
+    try:
+        version = subprocess.run([compiler, "--version"], capture_output=True, text=True,
+                                 timeout=60).stdout.splitlines()[:1]
+    except (OSError, subprocess.TimeoutExpired):
+        version = []
+    return f"{compiler} {' '.join(version)}"
+
+
+def _cpu_identity() -> str:
+    """The CPU's feature flags (``-march=native`` code must not run on a CPU without them)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                return line
+    except OSError:
+        pass
+    return f"{platform.machine()} {platform.processor()}"
