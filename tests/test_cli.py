@@ -120,25 +120,7 @@ def test_readme_quickstart_commands_are_the_ones_ci_runs():
     assert "pytest" in (ROOT / ".ci" / "run").read_text()
 
 
-def test_readme_python_examples_run():
-    """Every Python block of the README runs as written (each asserts what it shows); what the
-    blocks register is removed afterwards."""
-    from jaxpriv import registry
-
-    readme = (ROOT / "README.md").read_text()
-    examples = re.findall(r"```python\n(.*?)```", readme, re.S)
-    assert len(examples) >= 2  # the plugin walkthrough and the Python API
-    for example in examples:
-        if "audit.run(" in example:
-            continue  # the audit example runs minutes; tests/test_audit.py covers audit.run
-        relations, notions = set(registry.REGISTRY), set(registry.NOTIONS)
-        try:
-            exec(compile(example, "README.md", "exec"), {})
-        finally:
-            for name in set(registry.REGISTRY) - relations:
-                registry.unregister(name)
-            for name in set(registry.NOTIONS) - notions:
-                registry.unregister(name)
+# the README's and the docs' Python examples run in tests/test_site.py
 
 
 def test_sweep_splits_the_cpu_into_the_devices_asked_for(tmp_path):
