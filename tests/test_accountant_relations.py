@@ -30,8 +30,10 @@ def test_registered_exactly_for_the_installed_libraries():
 
 def test_a_missing_library_names_the_extra(monkeypatch):
     """Selecting an absent library's relations is one clear error naming the extra."""
-    monkeypatch.setattr(registry, "REGISTRY", {k: v for k, v in registry.REGISTRY.items()
-                                               if not k.startswith("opendp.")})
+    from jaxpriv.registry import store  # select() reads the store's table
+
+    monkeypatch.setattr(store, "REGISTRY", {k: v for k, v in store.REGISTRY.items()
+                                            if not k.startswith("opendp.")})
     for pattern in ("opendp.*", "opendp.make_pureDP_to_zCDP"):
         with pytest.raises(InputError, match=r"jaxpriv\[accountants\]"):
             registry.select(pattern)

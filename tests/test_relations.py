@@ -184,6 +184,7 @@ def test_check_is_one_compiled_program_and_falls_back_op_by_op():
     import dataclasses
 
     from jaxpriv import registry
+    from jaxpriv.registry.check import _check_key, _not_compiled
     mech = Mechanism.from_K(families.randomized_response(0.7).K[None].repeat(3, 0)
                             * np.array([1.0, 1.0, 1.0])[:, None, None])
     compiled = registry.check(relations.R2, mech)
@@ -206,8 +207,7 @@ def test_check_is_one_compiled_program_and_falls_back_op_by_op():
             result = registry.check(by_hand, mech)
             for got, want in zip(result[1:], compiled[1:]):
                 np.testing.assert_allclose(got, want, rtol=1e-12)
-        assert registry._check_key(by_hand, True, registry.RTOL, registry.ATOL, {}) in \
-            registry._not_compiled
+        assert _check_key(by_hand, True, registry.RTOL, registry.ATOL, {}) in _not_compiled
     finally:
         registry.unregister("R2NUMPY")
         registry.unregister("ldp_numpy")

@@ -1,0 +1,139 @@
+"""The float64 check of a relation on mechanisms: :func:`slack`, :func:`evaluate` (the check's
+arithmetic, jit-able, in any dtype), :func:`check` (one compiled program per relation and
+options, cached) and :func:`level` (one notion's reference level).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxpriv.core.errors import InputError
+from jaxpriv.core.mechanisms import Mechanism
+from jaxpriv.registry.records import ATOL, RTOL, CheckResult
+from jaxpriv.registry.relations import Relation
+from jaxpriv.registry.store import notion
+
+
+def slack(bound, conclusion):
+    """``bound / conclusion`` with ``x/0 = +∞`` and ``∞/∞ = +∞`` (an infinite bound is vacuous)."""
+    bound = jnp.asarray(bound)
+    conclusion = jnp.asarray(conclusion)
+    vacuous = (conclusion <= 0) | jnp.isinf(bound)
+    ratio = bound / jnp.where(vacuous, 1.0, conclusion)
+    return jnp.where(vacuous, jnp.inf, ratio)
+
+
+def evaluate(relation: Relation, mech: Mechanism, *, parameter=None, rtol: float = RTOL,
+             atol: float = ATOL, levels: Mapping[str, jax.Array] | None = None,
+             **options: Any) -> CheckResult:
+    """The check's arithmetic in the mechanism's own dtype, as JAX arrays (jit-able).
+
+    The sweep runs this in float32 to find candidates; :func:`check` runs it in float64 to
+    decide. ``levels`` may carry notion levels already computed for these options (the sweep's
+    fused kernel); the others are computed here. Other arguments as in :func:`check`.
+    """
+    levels = levels or {}
+
+    def level_of(key):
+        return levels[key] if key in levels else notion(key).evaluate(mech, options)
+
+    x = level_of(relation.premise)
+    y = level_of(relation.conclusion)
+    measured = jnp.zeros_like(x) if relation.parameter is None else level_of(relation.parameter)
+    used = measured if parameter is None else jnp.broadcast_to(
+        jnp.asarray(parameter, x.dtype), measured.shape)
+    holds = measured <= used
+    if relation.parameter_limit is not None:
+        holds &= measured <= relation.parameter_limit
+    if relation.premise_limit is not None:
+        holds &= x <= relation.premise_limit
+    if relation.requires is not None:
+        holds &= level_of(relation.requires) > 0
+    bound = jnp.broadcast_to(jnp.asarray(relation.bound(x, used), x.dtype), x.shape)
+    violated = holds & (y > bound * (1.0 + rtol) + atol)
+    return CheckResult(relation.id, x, measured, used, holds, y, bound, slack(bound, y), violated)
+
+
+def check(relation: Relation, mech: Mechanism, *, parameter=None, rtol: float = RTOL,
+          atol: float = ATOL, **options: Any) -> CheckResult:
+    """Check ``relation`` on ``mech`` (any batch shape), recomputing every level in float64.
+
+    Args:
+      relation: a registry entry.
+      mech: the mechanism(s); cast to float64 here.
+      parameter: the condition parameter the bound is claimed at (default: the measured one,
+        which gives the tightest claim).
+      rtol, atol: violation tolerance.
+      **options: what the notions need (their ``params``: ``law``, ``mu``, ...).
+
+    Returns:
+      a :class:`CheckResult` of float64 numpy arrays.
+    """
+    with jax.enable_x64(True):
+        mech = mech.astype(jnp.float64)
+        key = _check_key(relation, parameter is None, rtol, atol, options)
+        compiled = _compiled_check(key)
+        if compiled is not None:
+            try:
+                arrays = compiled(mech, 0.0 if parameter is None else parameter)
+                return CheckResult(relation.id, *(np.asarray(a) for a in arrays))
+            except jax.errors.JAXTypeError:  # a notion or bound that only runs op by op
+                _not_compiled.add(key)
+        result = evaluate(relation, mech, parameter=parameter, rtol=rtol, atol=atol, **options)
+        return CheckResult(relation.id, *(np.asarray(a) for a in result[1:]))
+
+
+_compiled_checks: dict[Any, Callable] = {}
+_not_compiled: set[Any] = set()
+
+
+def _check_key(relation, measured: bool, rtol, atol, options):
+    try:
+        key = (relation, measured, rtol, atol, tuple(sorted(options.items())))
+        hash(key)
+        return key
+    except TypeError:  # an unhashable option: not cached
+        return None
+
+
+def _compiled_check(key):
+    """:func:`check`'s arithmetic as one compiled program per relation and options (op by op,
+    a database relation's float64 check compiled dozens of small programs, ~1 s), or ``None``
+    where it cannot be cached (``key`` None) or compiled."""
+    if key is None or key in _not_compiled:
+        return None
+    if key not in _compiled_checks:
+        relation, measured, rtol, atol, items = key
+        options = dict(items)
+
+        def run(mech, parameter):
+            result = evaluate(relation, mech, parameter=None if measured else parameter,
+                              rtol=rtol, atol=atol, **options)
+            return tuple(result[1:])
+        _compiled_checks[key] = jax.jit(run)
+    return _compiled_checks[key]
+
+
+def level(key: str, mech: Mechanism, **params: Any):
+    """The float64 reference level of notion ``key`` on ``mech`` (one per mechanism of the batch).
+
+    Examples:
+      >>> from jaxpriv import families, level
+      >>> round(float(level("ldp", families.randomized_response(1.0))), 6)
+      1.0
+    """
+    record = notion(key)
+    unknown = sorted(set(params) - set(record.params))
+    if unknown:
+        takes = ", ".join(record.params) or "no parameters"
+        raise InputError(f"notion {key!r} takes {takes}; not {', '.join(unknown)}")
+    if record.needs_records and mech.records is None:
+        raise InputError(f"notion {key!r} is defined on databases: the mechanism needs a "
+                         "records layout")
+    with jax.enable_x64(True):  # compiled: op by op, iterative notions take seconds
+        return np.asarray(jax.jit(lambda m: record.evaluate(m, params))(
+            mech.astype(jnp.float64)))
