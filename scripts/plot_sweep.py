@@ -10,9 +10,8 @@ import csv
 import json
 from pathlib import Path
 
+import jaxpriv
 from jaxpriv import report
-from jaxpriv.catalog import seed_papers as relations
-from jaxpriv.engines import sweep
 
 
 def main():
@@ -21,12 +20,12 @@ def main():
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     summary = json.loads((args.run_dir / "summary.json").read_text())
-    config = sweep.SweepConfig(**summary["config"])
+    config = jaxpriv.SweepConfig(**summary["config"])
     with open(args.run_dir / "envelope.csv") as f:
         rows = [{k: (v if k == "witness" else ("" if v == "" else float(v)))
                  for k, v in row.items()} for row in csv.DictReader(f)]
     out = args.out or args.run_dir / "envelope.png"
-    report.plot_envelope(out, rows, config, relations.get(summary["relation"]))
+    report.plot_envelope(out, rows, config, jaxpriv.get(summary["relation"]))
     print(f"wrote {out}")
 
 

@@ -184,7 +184,7 @@ def test_check_is_one_compiled_program_and_falls_back_op_by_op():
     import dataclasses
 
     from jaxpriv import registry
-    from jaxpriv.registry.check import _check_key, _not_compiled
+    from jaxpriv.registry.checks import _check_key, _not_compiled
     mech = Mechanism.from_K(families.randomized_response(0.7).K[None].repeat(3, 0)
                             * np.array([1.0, 1.0, 1.0])[:, None, None])
     compiled = registry.check(relations.R2, mech)

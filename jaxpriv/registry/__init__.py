@@ -39,7 +39,7 @@ Examples:
 
 The package is split by job: :mod:`jaxpriv.registry.records` (constants and plain records),
 :mod:`jaxpriv.registry.relations` (the claims), :mod:`jaxpriv.registry.store` (the registered
-notions and relations, look-ups and selection), :mod:`jaxpriv.registry.check` (the float64
+notions and relations, look-ups and selection), :mod:`jaxpriv.registry.checks` (the float64
 check) and :mod:`jaxpriv.registry.plugins` (plugin files and entry points); every public name
 is re-exported here.
 """
@@ -50,7 +50,7 @@ from jaxpriv.registry.records import (ATOL, PAPERS, REQUIRED, RESERVED_PARAMS, R
 from jaxpriv.registry.relations import Relation, StatisticalRelation
 from jaxpriv.registry.store import (NOTIONS, OPTIONAL, REGISTRY, get, notion, register, select,
                                     unregister)
-from jaxpriv.registry.check import check, evaluate, level, slack
+from jaxpriv.registry.checks import check, evaluate, level, slack
 from jaxpriv.registry.plugins import (LOADED_PLUGINS, PLUGIN_GROUP, load_plugin, load_plugins,
                                       plugin_error)
 

@@ -3,7 +3,7 @@ setting of an estimator), and the sampling and search hints a relation derives f
 condition parameter.
 
 A relation's notions, its check and its derived hints read the registry's store
-(:mod:`jaxpriv.registry.store`) and check (:mod:`jaxpriv.registry.check`), which themselves
+(:mod:`jaxpriv.registry.store`) and check (:mod:`jaxpriv.registry.checks`), which themselves
 import these records: they are reached through the :mod:`jaxpriv.registry` package when a
 method runs (it is loaded in full by then).
 """
