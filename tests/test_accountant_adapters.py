@@ -4,14 +4,18 @@ Every adapter is compared with the closed form its library implements, evaluated
 with mpmath (40 digits), to 1e-9 relative; the documented special values (+∞, NaN raised, invalid
 claims returned as is) are pinned. Each library's tests skip where it is not installed.
 
-The adapter module imports nothing from jaxpriv, and is loaded here by path, so these tests run
-in an environment that has the accounting libraries but not jaxpriv's dependencies::
+The adapters (``accountant_adapters``), what they share (``accountant_libraries``) and the
+conversion records (``accountant_conversions``) import nothing from jaxpriv but each other; they
+are loaded here by path, as submodules of a stand-in package (``jaxpriv.catalog``'s
+``__init__`` is not run), so these tests run in an environment that has the accounting
+libraries but not jaxpriv's dependencies::
 
     python -m pytest -q tests/test_accountant_adapters.py -p no:cacheprovider --noconftest
 
 (``--noconftest``: the suite's conftest imports jax.)
 """
 
+import importlib
 import importlib.util
 import math
 import re
@@ -21,20 +25,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "jaxpriv" / "accountant_adapters.py"
-_NAME = "_jaxpriv_accountant_adapters_under_test"
+_CATALOG = Path(__file__).resolve().parents[1] / "jaxpriv" / "catalog"
+_PACKAGE = "_jaxpriv_catalog_under_test"
 
 
-def _load():
-    if _NAME not in sys.modules:
-        spec = importlib.util.spec_from_file_location(_NAME, _PATH)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[_NAME] = module  # dataclasses look their module up while the class is built
-        spec.loader.exec_module(module)
-    return sys.modules[_NAME]
+def _load(name):
+    """``jaxpriv/catalog/<name>.py`` as ``_jaxpriv_catalog_under_test.<name>``: the stand-in
+    package has the catalog's folder as its path but runs none of its ``__init__``."""
+    if _PACKAGE not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            _PACKAGE, _CATALOG / "__init__.py", submodule_search_locations=[str(_CATALOG)])
+        sys.modules[_PACKAGE] = importlib.util.module_from_spec(spec)  # not executed
+    return importlib.import_module(f"{_PACKAGE}.{name}")
 
 
-aa = _load()
+al = _load("accountant_libraries")
+aa = _load("accountant_adapters")
+ac = _load("accountant_conversions")
 
 ORDERS = (1.5, 2.0, 4.0, 16.0)
 DELTAS = (1e-2, 1e-5)
@@ -110,26 +117,26 @@ def rr_renyi(mp, eps, alpha):
 
 
 def test_records_are_well_formed():
-    assert set(aa.AVAILABLE) == {"dp_accounting", "autodp", "opendp", "prv_accountant"}
-    assert all(isinstance(v, bool) for v in aa.AVAILABLE.values())
-    ids = [c.id for c in aa.CONVERSIONS]
-    assert len(ids) == len(set(ids)) == len(aa.CONVERSIONS_BY_ID)
-    for c in aa.CONVERSIONS:
+    assert set(al.AVAILABLE) == {"dp_accounting", "autodp", "opendp", "prv_accountant"}
+    assert all(isinstance(v, bool) for v in al.AVAILABLE.values())
+    ids = [c.id for c in ac.CONVERSIONS]
+    assert len(ids) == len(set(ids)) == len(ac.CONVERSIONS_BY_ID)
+    for c in ac.CONVERSIONS:
         assert re.fullmatch(r"[A-Za-z][A-Za-z0-9_.\-]*", c.id), c.id
         assert c.id.startswith(c.conversion) and c.conversion.startswith(c.library + ".")
-        assert c.library in aa.AVAILABLE and c.available == aa.AVAILABLE[c.library]
+        assert c.library in al.AVAILABLE and c.available == al.AVAILABLE[c.library]
         assert {c.premise, c.conclusion} <= NOTIONS
         assert callable(c.function) and c.function.__module__ == aa.__name__
-        assert aa.VERIFIED_VERSIONS[c.library] in c.source
+        assert al.VERIFIED_VERSIONS[c.library] in c.source
         options = {**c.premise_options, **c.conclusion_options}
         assert sorted(options.values()) == sorted(c.fixed.values())
         assert ("order" in c.premise_options) == (c.premise == "renyi")
         assert ("order" in c.conclusion_options) == (c.conclusion == "renyi")
         assert ("epsilon" in c.conclusion_options) == (c.conclusion == "delta")
         assert ("delta" in c.conclusion_options) == (c.conclusion == "eps_at_delta")
-    assert "dp_accounting.compute_epsilon.a2.d1e-5" in aa.CONVERSIONS_BY_ID
-    assert "opendp.make_pureDP_to_zCDP" in aa.CONVERSIONS_BY_ID
-    assert {c.conversion for c in aa.CONVERSIONS} >= {
+    assert "dp_accounting.compute_epsilon.a2.d1e-5" in ac.CONVERSIONS_BY_ID
+    assert "opendp.make_pureDP_to_zCDP" in ac.CONVERSIONS_BY_ID
+    assert {c.conversion for c in ac.CONVERSIONS} >= {
         "dp_accounting.compute_epsilon", "dp_accounting.compute_delta",
         "autodp.rdp_to_approxdp", "autodp.puredp_to_rdp", "opendp.make_pureDP_to_zCDP",
         "opendp.make_zCDP_to_approxDP", "prv_accountant.rdp"}
@@ -141,18 +148,18 @@ def test_vectorized_caches_and_keeps_the_shape():
     def fn(x, *, k):
         calls.append(x)
         if x == 3.0:
-            raise aa.LibraryNaNError("nan")
+            raise al.LibraryNaNError("nan")
         return k * x
 
-    f = aa.vectorized(fn, k=2.0)
+    f = al.vectorized(fn, k=2.0)
     out = f(np.array([[0.5, 1.0], [0.5, np.inf]]))
     assert out.dtype == np.float64 and out.shape == (2, 2)
     assert out.tolist() == [[1.0, 2.0], [1.0, np.inf]]
     f(np.float64(1.0))
     assert calls == [0.5, 1.0, np.inf]
-    with pytest.raises(aa.LibraryNaNError):
+    with pytest.raises(al.LibraryNaNError):
         f(np.array([3.0]))
-    assert np.isnan(aa.vectorized(fn, nan_ok=True, k=2.0)(np.array([3.0, 1.0])))[0]
+    assert np.isnan(al.vectorized(fn, nan_ok=True, k=2.0)(np.array([3.0, 1.0])))[0]
 
 
 def test_levels_are_checked():
@@ -242,7 +249,7 @@ def test_autodp_puredp_to_rdp():
         for eps in (0.1, 0.5, 1.0, 3.0, 20.0):
             got = aa.autodp_puredp_to_rdp(eps, order=alpha)
             assert close(got, rr_renyi(mp, eps, alpha)), (alpha, eps, got)
-        with pytest.raises(aa.LibraryNaNError):
+        with pytest.raises(al.LibraryNaNError):
             aa.autodp_puredp_to_rdp(0.0, order=alpha)
         assert aa.autodp_puredp_to_rdp(math.inf, order=alpha) == -math.inf  # returned as is
     # the cancellation for small ε: below the exact value (an invalid claim), even negative
@@ -277,7 +284,7 @@ def test_opendp_make_zCDP_to_approxDP():
         assert aa.opendp_make_zCDP_to_approxDP(math.inf, delta=delta) == math.inf
         assert aa.opendp_make_zCDP_to_approxDP(1e5, delta=delta) == math.inf  # OpenDP: Overflow
     assert aa.opendp_make_zCDP_to_approxDP(0.5, delta=0.0) == math.inf
-    if aa.AVAILABLE["autodp"]:  # the same numbers as autodp's where α* ≥ 1.01
+    if al.AVAILABLE["autodp"]:  # the same numbers as autodp's where α* ≥ 1.01
         assert close(aa.opendp_make_zCDP_to_approxDP(0.5, delta=1e-5),
                      aa.autodp_rdp_to_approxdp(0.5, delta=1e-5))
 
@@ -335,10 +342,10 @@ def test_prv_accountant_rdp_to_dp():
 # -- every record calls its adapter ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("library", sorted(aa.LIBRARIES))
+@pytest.mark.parametrize("library", sorted(al.LIBRARIES))
 def test_every_record_evaluates(library):
     pytest.importorskip(library)
-    for c in aa.CONVERSIONS:
+    for c in ac.CONVERSIONS:
         if c.library != library:
             continue
         values = c.vectorized()(np.array([0.1, 1.0, 1.0]))

@@ -13,18 +13,18 @@ import numpy as np
 import pytest
 
 from jaxpriv import InputError, audit, registry
-from jaxpriv.catalog import accountant_adapters
+from jaxpriv.catalog import accountant_conversions, accountant_libraries
 from jaxpriv.core import families
 from jaxpriv.engines import certify
 
 
 def _needs(library):
-    return pytest.mark.skipif(not accountant_adapters.AVAILABLE[library],
+    return pytest.mark.skipif(not accountant_libraries.AVAILABLE[library],
                               reason=f"{library} not installed (pip install '.[accountants]')")
 
 
 def test_registered_exactly_for_the_installed_libraries():
-    for conversion in accountant_adapters.CONVERSIONS:
+    for conversion in accountant_conversions.CONVERSIONS:
         assert (conversion.id in registry.REGISTRY) == conversion.available, conversion.id
 
 
@@ -45,7 +45,7 @@ def test_library_bound_is_the_library_under_jit_and_vmap():
     vmapped; an infinite premise carries no claim (+∞)."""
     rid = "dp_accounting.compute_epsilon.a2.d1e-5"
     relation = registry.get(rid)
-    conversion = accountant_adapters.CONVERSIONS_BY_ID[rid]
+    conversion = accountant_conversions.CONVERSIONS_BY_ID[rid]
     x = np.array([0.0, 0.01, 0.7, 3.0, np.inf])
     want = np.array([conversion(v) if np.isfinite(v) else np.inf for v in x])
     with jax.enable_x64(True):

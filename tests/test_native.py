@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from jaxpriv.kernels import fused, native, samplers
+from jaxpriv.kernels.native import builder
 from tests.test_fused import assert_levels_close, random_batch, reference_levels
 
 FIELDS = fused.RecordLevels._fields
@@ -20,7 +21,7 @@ FIELDS = fused.RecordLevels._fields
 def test_the_kernel_builds_wherever_a_compiler_exists():
     """CI has a compiler: a broken build must fail here, not silently fall back to XLA. (On a
     CPU without AVX2 it builds but is not used: no faster than XLA there.)"""
-    if native._compiler() is None:
+    if builder._compiler() is None:
         pytest.skip("no C++ compiler on this machine")
     assert native.build().exists()
     assert native.available() or "AVX2" in native.unavailable_reason()
@@ -158,7 +159,7 @@ def test_a_failed_build_names_the_compiler_error_and_warns_once(monkeypatch, tmp
     compiler.chmod(compiler.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("CXX", str(compiler))
     monkeypatch.setenv("JAXPRIV_CACHE", str(tmp_path / "cache"))
-    native._compiler_identity.cache_clear()
+    builder._compiler_identity.cache_clear()
     native._registered.cache_clear()
     try:
         with pytest.raises(RuntimeError, match="no such header"):
@@ -173,7 +174,7 @@ def test_a_failed_build_names_the_compiler_error_and_warns_once(monkeypatch, tmp
     finally:
         monkeypatch.delenv("CXX")
         monkeypatch.delenv("JAXPRIV_CACHE")
-        native._compiler_identity.cache_clear()
+        builder._compiler_identity.cache_clear()
         native._registered.cache_clear()
 
 
@@ -182,7 +183,7 @@ def _small_source(tmp_path, monkeypatch):
     takes 5-16 s): the build's caching and locking do not depend on what it compiles."""
     source = tmp_path / "small.cc"
     source.write_text('extern "C" int JaxprivNativeLanes() { return 8; }\n')
-    monkeypatch.setattr(native, "SOURCE", source)
+    monkeypatch.setattr(builder, "SOURCE", source)
     return source
 
 
@@ -199,7 +200,7 @@ def test_the_library_is_cached_by_source_and_machine(native_built, monkeypatch, 
     assert native.build() == path and path.stat().st_mtime_ns == built_at  # not rebuilt
     # the library and its build lock, nothing else (no partial library)
     assert [name for name in os.listdir(path.parent) if not name.endswith(".lock")] == [path.name]
-    monkeypatch.setattr(native, "_cpu_identity", lambda: "flags : another CPU")
+    monkeypatch.setattr(builder, "_cpu_identity", lambda: "flags : another CPU")
     assert native.library_path() != path  # and the CPU's features
 
 
@@ -264,7 +265,7 @@ def test_an_unwritable_cache_falls_back_to_the_temporary_directory(monkeypatch, 
     blocker.write_text("")
     monkeypatch.delenv("JAXPRIV_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
-    monkeypatch.setattr(native.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    monkeypatch.setattr(builder.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
     path = native.library_path()
     assert path.parent.parent.parent == tmp_path / "tmp"
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -423,7 +424,7 @@ def test_processes_building_at_once_build_once(monkeypatch, tmp_path):
     compiles, the other waits for it and loads the same file."""
     import subprocess
     import sys
-    if native._compiler() is None:
+    if builder._compiler() is None:
         pytest.skip("no C++ compiler on this machine")
     monkeypatch.setenv("JAXPRIV_CACHE", str(tmp_path))
     log = tmp_path / "compiles.log"
@@ -431,12 +432,12 @@ def test_processes_building_at_once_build_once(monkeypatch, tmp_path):
     # a small source (the lock does not care what it builds), slowed to a real build's seconds
     # so that the second process arrives while the first still compiles
     wrapper.write_text(f"#!/bin/sh\n[ \"$1\" = --version ] || {{ echo run >> {log}; sleep 3; }}\n"
-                       f"exec {native._compiler()} \"$@\"\n")
+                       f"exec {builder._compiler()} \"$@\"\n")
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("CXX", str(wrapper))
     source = _small_source(tmp_path, monkeypatch)
-    code = (f"from pathlib import Path; from jaxpriv import native; "
-            f"native.SOURCE = Path({str(source)!r}); print(native.build())")
+    code = (f"from pathlib import Path; from jaxpriv.kernels.native import builder; "
+            f"builder.SOURCE = Path({str(source)!r}); print(builder.build())")
     runs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
             for _ in range(2)]
     paths = {run.communicate(timeout=600)[0].strip() for run in runs}
@@ -459,7 +460,7 @@ def test_the_build_target_is_chosen_by_jaxpriv_native_march(monkeypatch):
         native.march()
     import platform
     if platform.machine() == "x86_64":
-        monkeypatch.setattr(native, "_cpu_identity", lambda: "flags : fpu sse2 avx avx2 fma bmi2")
+        monkeypatch.setattr(builder, "_cpu_identity", lambda: "flags : fpu sse2 avx avx2 fma bmi2")
         monkeypatch.setenv("JAXPRIV_NATIVE_MARCH", "x86-64-v3")
         assert native.march() == "x86-64-v3"
         monkeypatch.setenv("JAXPRIV_NATIVE_MARCH", "x86-64-v4")

@@ -3,12 +3,15 @@
 Each adapter calls one conversion of one real library and returns, as a Python float, the bound
 that library claims at a premise level ``x``: *if a mechanism satisfies the premise notion at
 level x, it satisfies the conclusion notion at the returned level*. jaxpriv audits such a claim
-on finite mechanisms exactly like a published relation (the :data:`CONVERSIONS` records carry
-the notion keys and parameters; :func:`vectorized` gives the NumPy function to wrap in
-``jax.pure_callback``).
+on finite mechanisms exactly like a published relation (the
+:data:`~jaxpriv.catalog.accountant_conversions.CONVERSIONS` records carry the notion keys and
+parameters; :func:`~jaxpriv.catalog.accountant_libraries.vectorized` gives the NumPy function to
+wrap in ``jax.pure_callback``).
 
-This module is pure Python/NumPy and imports nothing from jaxpriv; each library is imported
-lazily inside the adapter that needs it, so the module imports (and :data:`AVAILABLE` reports
+This module is pure Python/NumPy and imports nothing from jaxpriv but
+:mod:`jaxpriv.catalog.accountant_libraries` (relatively, so that both load by path without
+jaxpriv's dependencies); each library is imported lazily inside the adapter that needs it, so
+the module imports (and :data:`~jaxpriv.catalog.accountant_libraries.AVAILABLE` reports
 ``False``) where none is installed. Verified against dp-accounting 0.6.0, autodp 0.2.3.1,
 opendp 0.16.0 and prv-accountant 0.2.0 (Python 3.11, NumPy 2.4, SciPy 1.17).
 
@@ -62,7 +65,8 @@ Conventions of every adapter ``f(x, **fixed) -> float``:
   propagates.
 * ``+∞`` is returned where the library says ``+∞`` and where it refuses a value as out of its
   range (OpenDP's ``Overflow`` errors only — each case is named in the adapter's docstring).
-* A NaN result raises :class:`LibraryNaNError`: a NaN is never passed on as a claim.
+* A NaN result raises :class:`~jaxpriv.catalog.accountant_libraries.LibraryNaNError`: a NaN
+  is never passed on as a claim.
 * Otherwise the library's value is returned unchanged, even when it is not a valid bound
   (negative, ``−∞``): auditing exactly what the library claims is the point.
 """
@@ -70,106 +74,21 @@ Conventions of every adapter ``f(x, **fixed) -> float``:
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import math
 import warnings
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import numpy as np
 
+from .accountant_libraries import _claim, _delta, _epsilon, _level, _order
+
 __all__ = [
-    "AVAILABLE", "CONVERSIONS", "CONVERSIONS_BY_ID", "Conversion", "LibraryNaNError",
     "autodp_puredp_to_rdp", "autodp_rdp_to_approxdp", "autodp_rdp_to_delta",
-    "dp_accounting_compute_delta", "dp_accounting_compute_epsilon", "installed_versions",
+    "dp_accounting_compute_delta", "dp_accounting_compute_epsilon",
     "opendp_make_pureDP_to_zCDP", "opendp_make_zCDP_to_approxDP",
     "opendp_make_zCDP_to_approxDP_delta", "prv_accountant_rdp", "prv_accountant_rdp_to_dp",
-    "vectorized",
 ]
-
-#: The libraries, by import name, and their distribution names on PyPI.
-LIBRARIES: dict[str, str] = {
-    "dp_accounting": "dp-accounting",
-    "autodp": "autodp",
-    "opendp": "opendp",
-    "prv_accountant": "prv-accountant",
-}
-
-#: The versions the formulas below were read from and the tests were run against.
-VERIFIED_VERSIONS: dict[str, str] = {
-    "dp_accounting": "0.6.0",
-    "autodp": "0.2.3.1",
-    "opendp": "0.16.0",
-    "prv_accountant": "0.2.0",
-}
-
-
-def _available(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # a broken or half-installed package
-        return False
-
-
-#: Whether each library can be imported here (``importlib.util.find_spec``; nothing imported).
-AVAILABLE: dict[str, bool] = {name: _available(name) for name in LIBRARIES}
-
-
-def installed_versions() -> dict[str, str | None]:
-    """The installed version of each library (``None`` where it is not installed)."""
-    from importlib import metadata
-    versions: dict[str, str | None] = {}
-    for module, dist in LIBRARIES.items():
-        try:
-            versions[module] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            versions[module] = None
-    return versions
-
-
-class LibraryNaNError(FloatingPointError):
-    """A library returned NaN for a premise level: there is no claim to audit at that level."""
-
-
-# --------------------------------------------------------------------------------------------
-# argument checks
-# --------------------------------------------------------------------------------------------
-
-
-def _level(x: Any, name: str = "x") -> float:
-    x = float(x)
-    if math.isnan(x) or x < 0:
-        raise ValueError(f"{name} must be a premise level in [0, +inf], got {x}")
-    return x
-
-
-def _order(order: Any) -> float:
-    order = float(order)
-    if not order > 1:  # also rejects NaN
-        raise ValueError(f"order must be > 1, got {order}")
-    return order
-
-
-def _delta(delta: Any, *, zero_ok: bool = False) -> float:
-    delta = float(delta)
-    if not (0 <= delta < 1 if zero_ok else 0 < delta < 1):
-        raise ValueError(f"delta must be in {'[0, 1)' if zero_ok else '(0, 1)'}, got {delta}")
-    return delta
-
-
-def _epsilon(epsilon: Any) -> float:
-    epsilon = float(epsilon)
-    if not epsilon >= 0:
-        raise ValueError(f"epsilon must be >= 0, got {epsilon}")
-    return epsilon
-
-
-def _claim(value: Any, what: str) -> float:
-    value = float(value)
-    if math.isnan(value):
-        raise LibraryNaNError(f"{what} returned NaN")
-    return value
 
 
 # --------------------------------------------------------------------------------------------
@@ -491,214 +410,3 @@ def prv_accountant_rdp_to_dp(r: float, *, order: float, delta: float) -> float:
     with np.errstate(all="ignore"):
         _, _, upper = RDP(prvs=[_FixedRDP(r)], orders=[order]).compute_epsilon(delta, [1])
     return _claim(upper, "prv_accountant.RDP.compute_epsilon")
-
-
-# --------------------------------------------------------------------------------------------
-# vectorisation for jax.pure_callback
-# --------------------------------------------------------------------------------------------
-
-
-def vectorized(fn: Callable[..., float], /, *, nan_ok: bool = False, cache_size: int = 4096,
-               **fixed: Any) -> Callable[[Any], np.ndarray]:
-    """A NumPy function applying ``fn(x, **fixed)`` to every entry of an array of premise levels.
-
-    Returns ``f(xs) -> np.ndarray`` (float64, the shape of ``xs``) for ``jax.pure_callback``.
-    Values are cached by their float value (up to ``cache_size`` entries, then the cache is
-    cleared), since a batch of mechanisms repeats levels (0, ``+∞``, families' parameters).
-    With ``nan_ok`` an entry whose adapter raises :class:`LibraryNaNError` becomes NaN instead
-    of failing the batch; every other exception propagates.
-
-    Examples:
-      >>> f = vectorized(lambda x, *, k: k * x, k=2.0)
-      >>> f(np.array([[0.5, 1.0], [0.5, np.inf]])).tolist()
-      [[1.0, 2.0], [1.0, inf]]
-    """
-    cache: dict[float, float] = {}
-
-    def one(x: float) -> float:
-        try:
-            return cache[x]
-        except KeyError:
-            pass
-        try:
-            value = float(fn(x, **fixed))
-        except LibraryNaNError:
-            if not nan_ok:
-                raise
-            value = math.nan
-        if len(cache) >= cache_size:
-            cache.clear()
-        cache[x] = value
-        return value
-
-    def apply(xs: Any) -> np.ndarray:
-        xs = np.asarray(xs, dtype=np.float64)
-        out = np.fromiter((one(float(x)) for x in xs.ravel()), dtype=np.float64, count=xs.size)
-        return out.reshape(xs.shape)
-
-    apply.__name__ = f"vectorized_{getattr(fn, '__name__', 'fn')}"
-    return apply
-
-
-# --------------------------------------------------------------------------------------------
-# the conversions as records
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Conversion:
-    """One instance of a library's conversion, as a claimed relation between two notions.
-
-    ``id`` is ``<conversion>[.<parameter tags>]``: ``conversion`` is the library's import name,
-    a dot and its function (``"dp_accounting.compute_epsilon"``); the tags are the fixed
-    parameters in the order of the function's keywords, each a letter and the value formatted
-    with ``{:g}``: ``a`` the Rényi order α, ``d`` the δ of a conclusion ε(δ), ``e`` the ε of a
-    conclusion δ(ε) — e.g. ``"dp_accounting.compute_epsilon.a2.d1e-5"``,
-    ``"opendp.make_zCDP_to_approxDP.e1"``. ``function(x, **fixed)`` is the claimed conclusion
-    level at premise level ``x``; ``premise_options`` / ``conclusion_options`` are the notions'
-    parameters (jaxpriv keys: ``order`` of ``renyi``, ``epsilon`` of ``delta``, ``delta`` of
-    ``eps_at_delta``).
-    """
-
-    id: str
-    conversion: str
-    library: str
-    function: Callable[..., float] = field(compare=False)
-    statement: str
-    premise: str
-    conclusion: str
-    fixed: Mapping[str, float] = field(default_factory=dict, hash=False)
-    premise_options: Mapping[str, float] = field(default_factory=dict, hash=False)
-    conclusion_options: Mapping[str, float] = field(default_factory=dict, hash=False)
-    source: str = ""
-
-    @property
-    def available(self) -> bool:
-        """Whether the library is installed."""
-        return AVAILABLE[self.library]
-
-    def __call__(self, x: float) -> float:
-        """The claimed conclusion level at premise level ``x``."""
-        return self.function(x, **self.fixed)
-
-    def vectorized(self, **options: Any) -> Callable[[Any], np.ndarray]:
-        """:func:`vectorized` of this instance's function and fixed parameters."""
-        return vectorized(self.function, **options, **self.fixed)
-
-
-ORDERS = (1.5, 2.0, 4.0, 16.0)
-DELTAS = (1e-2, 1e-5)
-EPSILONS = (0.5, 1.0, 2.0)
-
-_TAGS = {"order": "a", "delta": "d", "epsilon": "e"}
-_NOTION_OPTION = {"order": "order", "delta": "delta", "epsilon": "epsilon"}
-
-_SOURCES = {
-    "dp_accounting.compute_epsilon": (
-        "dp-accounting {v}, dp_accounting/rdp/rdp_privacy_accountant.py::compute_epsilon; cites "
-        "Canonne-Kamath-Steinke 2020 (arXiv:2004.00010) Prop. 12 (v4) and Asoodeh et al. 2020 "
-        "(arXiv:2001.05990) eq. 20; the KL/TV bound TV <= sqrt(1 - exp(-KL))"),
-    "dp_accounting.compute_delta": (
-        "dp-accounting {v}, dp_accounting/rdp/rdp_privacy_accountant.py::compute_delta; cites "
-        "Canonne-Kamath-Steinke 2020 (arXiv:2004.00010) Prop. 12 (v4); the KL/TV bound"),
-    "autodp.rdp_to_approxdp": (
-        "autodp {v}, autodp/converter.py::rdp_to_approxdp (BBGHS_conversion=True); cites "
-        "Balle-Barthe-Gaboardi-Hsu-Sato 2019 (arXiv:1905.09982) Thm 21"),
-    "autodp.rdp_to_delta": (
-        "autodp {v}, autodp/converter.py::rdp_to_delta (BBGHS_conversion=True); cites "
-        "Canonne et al. 2020 (arXiv:2004.00010)"),
-    "autodp.puredp_to_rdp": (
-        "autodp {v}, autodp/converter.py::puredp_to_rdp; cites the proof of Lemma 4 of Bun et al. "
-        "2016 (the Renyi divergence of randomized response)"),
-    "opendp.make_pureDP_to_zCDP": (
-        "opendp {v}, opendp/combinators.py::make_pureDP_to_zCDP (Rust "
-        "combinators/measure_cast/pureDP_to_zCDP/mod.rs); cites Bun-Steinke 2016 "
-        "(arXiv:1605.02065) sec. 3.1"),
-    "opendp.make_zCDP_to_approxDP": (
-        "opendp {v}, opendp/combinators.py::make_zCDP_to_approxDP (Rust "
-        "combinators/measure_cast/zCDP_to_approxDP/cdp_delta/mod.rs, measures::PrivacyProfile); "
-        "cites Canonne-Kamath-Steinke 2020 (arXiv:2004.00010), Steinke's cdp2adp.py"),
-    "prv_accountant.rdp": (
-        "prv-accountant {v}, prv_accountant/privacy_random_variables/pure_dp_mechanism.py::"
-        "PureDPMechanism.rdp; no citation"),
-    "prv_accountant.RDP.compute_epsilon": (
-        "prv-accountant {v}, prv_accountant/other_accountants.py::RDP.compute_epsilon; "
-        "'based on Google's TF Privacy' (Canonne-Kamath-Steinke 2020 Prop. 12)"),
-}
-
-
-def _tag(value: float, name: str = "") -> str:
-    """``{:g}``, except δ as ``1e-5`` (jaxpriv's ids: ``D6.a2.d1e-5``)."""
-    if name == "delta":
-        return f"{value:.0e}".replace("e-0", "e-")
-    return f"{value:g}"
-
-
-def _instances(conversion: str, function: Callable[..., float], premise: str, conclusion: str,
-               statement: str, grid: Mapping[str, tuple[float, ...]]) -> list[Conversion]:
-    """Every instance of one conversion over the product of the fixed parameters' values."""
-    library = conversion.split(".")[0]
-    source = _SOURCES[conversion].format(v=VERIFIED_VERSIONS[library])
-    combos: list[dict[str, float]] = [{}]
-    for name, values in grid.items():
-        combos = [{**c, name: v} for c in combos for v in values]
-    records = []
-    for fixed in combos:
-        tags = "".join(f".{_TAGS[k]}{_tag(v, k)}" for k, v in fixed.items())
-        shown = {k: _tag(v) for k, v in fixed.items()}
-        premise_options = {_NOTION_OPTION[k]: v for k, v in fixed.items() if k == "order"}
-        conclusion_options = {_NOTION_OPTION[k]: v for k, v in fixed.items() if k != "order"}
-        if conclusion == "renyi":  # the order belongs to the conclusion
-            premise_options, conclusion_options = {}, {"order": fixed["order"]}
-        records.append(Conversion(
-            id=conversion + tags, conversion=conversion, library=library, function=function,
-            statement=statement.format(**shown), premise=premise, conclusion=conclusion,
-            fixed=dict(fixed), premise_options=premise_options,
-            conclusion_options=conclusion_options, source=source))
-    return records
-
-
-#: Every instance of every conversion (see :class:`Conversion` for the id scheme).
-CONVERSIONS: list[Conversion] = [
-    *_instances("dp_accounting.compute_epsilon", dp_accounting_compute_epsilon, "renyi",
-                "eps_at_delta",
-                "D_{order} <= r => eps(delta={delta}) <= "
-                "dp_accounting.compute_epsilon([{order}], [r], {delta})",
-                {"order": ORDERS, "delta": DELTAS}),
-    *_instances("dp_accounting.compute_delta", dp_accounting_compute_delta, "renyi", "delta",
-                "D_{order} <= r => delta(eps={epsilon}) <= "
-                "dp_accounting.compute_delta([{order}], [r], {epsilon})",
-                {"order": ORDERS, "epsilon": EPSILONS}),
-    *_instances("autodp.rdp_to_approxdp", autodp_rdp_to_approxdp, "zcdp", "eps_at_delta",
-                "rho-zCDP => eps(delta={delta}) <= autodp.rdp_to_approxdp(a -> rho*a)({delta})",
-                {"delta": DELTAS}),
-    *_instances("autodp.rdp_to_delta", autodp_rdp_to_delta, "zcdp", "delta",
-                "rho-zCDP => delta(eps={epsilon}) <= autodp.rdp_to_delta(a -> rho*a)({epsilon})",
-                {"epsilon": EPSILONS}),
-    *_instances("autodp.puredp_to_rdp", autodp_puredp_to_rdp, "ldp", "renyi",
-                "eps-DP => D_{order} <= autodp.puredp_to_rdp(eps)({order})",
-                {"order": ORDERS}),
-    *_instances("opendp.make_pureDP_to_zCDP", opendp_make_pureDP_to_zCDP, "ldp", "zcdp",
-                "eps-DP => rho <= opendp make_pureDP_to_zCDP map (eps^2/2)", {}),
-    *_instances("opendp.make_zCDP_to_approxDP", opendp_make_zCDP_to_approxDP, "zcdp",
-                "eps_at_delta",
-                "rho-zCDP => eps(delta={delta}) <= opendp make_zCDP_to_approxDP "
-                "profile.epsilon({delta})",
-                {"delta": DELTAS}),
-    *_instances("opendp.make_zCDP_to_approxDP", opendp_make_zCDP_to_approxDP_delta, "zcdp",
-                "delta",
-                "rho-zCDP => delta(eps={epsilon}) <= opendp make_zCDP_to_approxDP "
-                "profile.delta({epsilon})",
-                {"epsilon": EPSILONS}),
-    *_instances("prv_accountant.rdp", prv_accountant_rdp, "ldp", "renyi",
-                "eps-DP => D_{order} <= prv_accountant PureDPMechanism(eps).rdp({order})",
-                {"order": ORDERS}),
-    *_instances("prv_accountant.RDP.compute_epsilon", prv_accountant_rdp_to_dp, "renyi",
-                "eps_at_delta",
-                "D_{order} <= r => eps(delta={delta}) <= prv_accountant "
-                "RDP([prv: rdp({order}) = r], [{order}]).compute_epsilon({delta}, [1])[2]",
-                {"order": ORDERS, "delta": DELTAS}),
-]
-
-#: The instances by id.
-CONVERSIONS_BY_ID: dict[str, Conversion] = {c.id: c for c in CONVERSIONS}

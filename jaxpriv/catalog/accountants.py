@@ -1,5 +1,6 @@
 """The conversions privacy accountants ship, registered as relations whose claimed bound is the
-library's own function (:mod:`jaxpriv.catalog.accountant_adapters`).
+library's own function (:mod:`jaxpriv.catalog.accountant_adapters`, one record per audited
+parameter value in :mod:`jaxpriv.catalog.accountant_conversions`).
 
 With the optional extra (``pip install "jaxpriv[accountants]"``: dp-accounting, autodp, opendp,
 prv-accountant) every installed library's conversions are registered on import, one relation
@@ -34,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxpriv.catalog import accountant_adapters as adapters
+from jaxpriv.catalog import accountant_conversions as conversions
 from jaxpriv.catalog import dp_literature as dp_relations
 from jaxpriv.registry import OPTIONAL, Relation, Source, register
 
@@ -44,7 +45,7 @@ ACCOUNTANT_RELATIONS: list[Relation] = []
 """The relations registered here (the installed libraries' conversions)."""
 
 
-def library_bound(conversion: adapters.Conversion):
+def library_bound(conversion: conversions.Conversion):
     """``bound(x, *p)`` calling the library on every premise level (float64, host side);
     ``+∞`` where ``x = +∞`` or the library returns NaN (no claim)."""
     apply = conversion.vectorized(nan_ok=True)
@@ -80,14 +81,14 @@ def library_bound(conversion: adapters.Conversion):
     return bound
 
 
-def _certificate(conversion: adapters.Conversion):
+def _certificate(conversion: conversions.Conversion):
     """The known envelope of the conversion's (premise, conclusion, options), if any."""
     options = {**conversion.premise_options, **conversion.conclusion_options}
     return dp_relations.ldp_envelope(conversion.premise, conversion.conclusion, options)
 
 
 def _register_all() -> None:
-    for conversion in adapters.CONVERSIONS:
+    for conversion in conversions.CONVERSIONS:
         OPTIONAL[conversion.library + "."] = (
             f"the {conversion.library} conversions need the optional extra: {EXTRA}")
         if not conversion.available:
