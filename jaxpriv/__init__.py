@@ -19,7 +19,8 @@ Examples:
   >>> mech = jaxpriv.families.k_randomized_response(3, 1.0)
   >>> round(float(jaxpriv.level("ldp", mech)), 6)
   1.0
-  >>> result = jaxpriv.check(jaxpriv.get("R1"), mech)
+  >>> first = jaxpriv.get(jaxpriv.select(None)[0])  # the first built-in relation
+  >>> result = jaxpriv.check(first, mech)
   >>> bool(result.violated), bool(result.condition_holds)
   (False, True)
 """
@@ -49,7 +50,7 @@ _LAZY = {
     "check_witness": ("jaxpriv.engines.certify", "check_witness"),
     "Budget": ("jaxpriv.audit", "Budget"),
     "budget": ("jaxpriv.audit", "budget"),
-    "run_audit": ("jaxpriv.audit", "run"),
+    "run_audit": ("jaxpriv.report", "run_audit"),
     "Verdict": ("jaxpriv.audit", "Verdict"),
 }
 

@@ -3,7 +3,6 @@ generic premise retraction, and the import graph the engines must keep."""
 
 from __future__ import annotations
 
-import ast
 import importlib.metadata
 import json
 import re
@@ -299,57 +298,7 @@ def test_installed_packages_register_through_entry_points(tmp_path, monkeypatch)
 
 # -- the shape of the code ---------------------------------------------------------------------
 
-ENGINES = ("registry", "catalog", "retractions", "runstate", "sweep", "search", "certify",
-           "statistical_audit", "samplers", "fused", "notions", "databases", "divergences",
-           "mechanisms", "io", "statistical")
-OUTPUTS = ("report",)
-APPLICATION = ("audit", "cli")
-
-
-def _imports() -> dict[str, set[str]]:
-    graph = {}
-    for path in (ROOT / "jaxpriv").glob("*.py"):
-        name = path.stem
-        found = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module:
-                if node.module == "jaxpriv":
-                    found |= {a.name for a in node.names}
-                elif node.module.startswith("jaxpriv."):
-                    found.add(node.module.split(".")[1])
-            elif isinstance(node, ast.Import):
-                found |= {a.name.split(".")[1] for a in node.names
-                          if a.name.startswith("jaxpriv.")}
-        graph[name] = found - {name}
-    return graph
-
-
-def test_the_import_graph_has_no_cycle_and_engines_do_not_import_outputs():
-    graph = {k: v for k, v in _imports().items() if k != "__init__"}
-    for engine in ENGINES:
-        assert not graph[engine] & set(OUTPUTS + APPLICATION), (engine, graph[engine])
-    assert not graph["report"] & set(APPLICATION)
-    state = {}
-
-    def visit(node, path):
-        state[node] = "open"
-        for nxt in graph.get(node, ()):
-            if state.get(nxt) == "open":
-                raise AssertionError(f"import cycle: {' -> '.join(path + [nxt])}")
-            if nxt not in state:
-                visit(nxt, path + [nxt])
-        state[node] = "done"
-
-    for node in graph:
-        if node not in state:
-            visit(node, [node])
-
-
-def test_no_engine_names_a_relation():
-    pattern = re.compile(r"""["']R\d{1,2}["']""")
-    for name in ENGINES + OUTPUTS + APPLICATION:
-        text = (ROOT / "jaxpriv" / f"{name}.py").read_text()
-        assert not pattern.search(text), f"jaxpriv/{name}.py names a relation id"
+# the layers import one way, and no engine names a relation: tests/test_layers.py
 
 
 def test_engines_run_every_registered_mechanism_relation_from_its_record():
