@@ -33,7 +33,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     from jaxpriv import report
     from jaxpriv.engines import search
-    from jaxpriv.cli import _start_jax
+    from jaxpriv.cli.jaxsetup import _start_jax
 
     _start_jax(None)
     print(f"# R5 search vs certified envelope: {args.restarts} restarts, {args.steps} steps, "

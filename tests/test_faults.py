@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from jaxpriv import InputError, cli
+from jaxpriv.cli import commands as cli_commands, runs as cli_runs
 from jaxpriv.engines import io, runstate, search, sweep
 
 FORBIDDEN = "/proc/jaxpriv-cannot-be-created"
@@ -426,7 +427,7 @@ def test_a_bug_in_jaxpriv_shows_a_traceback_and_asks_for_a_report(capsys, monkey
     def bug(args):
         raise KeyError("an internal bug")
 
-    monkeypatch.setattr(cli, "_relations", bug)
+    monkeypatch.setattr(cli_commands, "_relations", bug)
     code, _, err = run_cli(["relations"], capsys)
     assert code == 3
     assert "Traceback" in err and "KeyError" in err
@@ -529,8 +530,8 @@ def no_work(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
 
     started = []
-    monkeypatch.setattr(cli, "_sweep_runs", lambda args, configs: started.append(args) or 0)
-    monkeypatch.setattr(cli, "_search_runs", lambda args, configs: started.append(args) or 0)
+    monkeypatch.setattr(cli_runs, "_sweep_runs", lambda args, configs: started.append(args) or 0)
+    monkeypatch.setattr(cli_runs, "_search_runs", lambda args, configs: started.append(args) or 0)
     monkeypatch.setattr(audit, "run", lambda *a, **k: started.append(a) or {
         "relations": [], "seconds": 0.0})
     return started

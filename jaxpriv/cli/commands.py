@@ -1,0 +1,271 @@
+"""The quick commands of the ``jaxpriv`` command line, each a function of the parsed
+arguments that returns the exit status: ``eval`` (every notion's level on a mechanism), ``check``
+(one relation on a mechanism or a statistical setting), ``show`` (a witness, re-checked),
+``relations`` and ``notions`` (the registries listed), and the formatting they share. The long
+runs (``sweep``, ``search``, ``audit``) are in :mod:`jaxpriv.cli.runs`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+import numpy as np
+
+from jaxpriv.core.errors import InputError
+
+
+# -- eval --------------------------------------------------------------------------------------
+
+
+def _eval(args) -> int:
+    import jax
+
+    from jaxpriv.engines import io
+
+    mech, extras = io.load_mechanism(args.file)
+    with jax.enable_x64(True), io.about(args.file):
+        result: dict[str, Any] = {"n": mech.n, "m": mech.m}
+        result.update(evaluate_notions(mech, extras))
+    if args.json:
+        print(json.dumps(result))
+    else:
+        _print_levels(result)
+    return 0
+
+
+def evaluate_notions(mech, extras: dict[str, Any]) -> dict[str, Any]:
+    """Every registered notion's level on ``mech`` (float64) at its default parameters (the
+    file's values for parameters without a default), and its details at the file's parameters:
+    notions that need what the file lacks (a records layout, output values, a required
+    parameter) are left out."""
+    from jaxpriv import registry
+
+    mech = mech.astype(np.float64)
+    result: dict[str, Any] = {}
+    for key, notion in registry.NOTIONS.items():
+        if not notion.show or (notion.needs_records and mech.records is None):
+            continue
+        given = {name: notion.checked(name, extras[name]) for name in notion.params
+                 if extras.get(name) is not None}
+        required = {name: value for name, value in given.items()
+                    if notion.params[name] is registry.REQUIRED}
+        try:
+            result[key] = _plain(registry.level(key, mech, **required))
+        except InputError:
+            pass
+        if notion.details is not None:
+            try:
+                result.update({k: _plain(v) for k, v in notion.details(mech, **given).items()})
+            except InputError:
+                pass
+    return result
+
+
+def _labels() -> dict[str, str]:
+    from jaxpriv import registry
+
+    labels = {}
+    for key, notion in registry.NOTIONS.items():
+        labels[key] = notion.title
+        labels.update({k: v for k, v in _DETAIL_LABELS.items() if k.startswith(key)})
+    return labels
+
+
+_DETAIL_LABELS = {
+    "abp_mean": "ABP (record law, π-mean)", "abp_record": "ABP per true secret d*",
+    "abp_output": "ABP (output law, max over w)", "abp_output_vector": "ABP per output w",
+    "abp_q": "ABP (explicit law q)", "pac_beta_vector": "failure probability β(d)",
+    "mp_databases": "MP over whole databases only",
+}
+
+
+def _print_levels(result: dict[str, Any]) -> None:
+    from jaxpriv import registry
+
+    print(f"mechanism: {result['n']} secrets × {result['m']} outputs (float64; unit after each "
+          "level)")
+    labels = {k: v for k, v in _labels().items() if k in result}
+    labels.update({k: k for k in result if k not in labels and k not in ("n", "m")})
+    width = max(len(v) for v in labels.values())
+    for key, label in labels.items():
+        unit = registry.NOTIONS[key].unit if key in registry.NOTIONS else ""
+        print(f"  {label:<{width}}  {_fmt(result[key])}{'  ' + unit if unit else ''}")
+
+
+# -- check -------------------------------------------------------------------------------------
+
+
+def _check(args) -> int:
+    from jaxpriv import registry
+    from jaxpriv.engines import io
+
+    relation = registry.get(args.relation)
+    if relation.kind == "statistical":
+        return _check_statistical(relation, args)
+    mech, extras = io.load_mechanism(args.file)
+    if extras.get("relation") not in (None, relation.id):
+        print(f"jaxpriv: note: the file is a witness for {extras['relation']}, "
+              f"checking {relation.id}", file=sys.stderr)
+    from jaxpriv.engines import certify
+
+    with io.about(args.file):
+        parameter, options = certify.witness_check_arguments(extras, relation)
+        for key in ("law", "mu", "alpha", "d_true"):
+            if getattr(args, key) is not None:
+                options[key] = getattr(args, key)
+        if args.parameter is not None:
+            parameter = args.parameter
+        result = relation.check(mech, parameter=parameter, **options)
+    return _report_check(relation, result, args.json)
+
+
+def _check_statistical(relation, args) -> int:
+    """A statistical claim: the file holds the setting, ``{"relation": id, **fields}``."""
+    from jaxpriv.engines import io
+
+    data = io.read_json(args.file)
+    if not isinstance(data, dict):
+        raise InputError(f"{args.file}: expected a JSON object with {', '.join(relation.fields)}")
+    if data.get("relation") not in (None, relation.id):
+        print(f"jaxpriv: note: the file is a witness for {data['relation']}, "
+              f"checking {relation.id}", file=sys.stderr)
+    return _report_check(relation, relation.check(**data), args.json)
+
+
+def _report_check(relation, result, as_json: bool) -> int:
+    from jaxpriv import registry
+
+    summary = {
+        "relation": relation.id,
+        "statement": relation.statement,
+        "sources": [str(s) for s in relation.sources],
+        "premise": _plain(result.premise),
+        "parameter": _plain(result.parameter),
+        "parameter_used": _plain(result.parameter_used),
+        "condition_holds": bool(result.condition_holds),
+        "conclusion": _plain(result.conclusion),
+        "bound": _plain(result.bound),
+        "slack": _plain(result.slack),
+        "violated": bool(result.violated),
+        "rtol": getattr(relation, "rtol", registry.RTOL),
+        "atol": registry.ATOL,
+    }
+    if as_json:
+        print(json.dumps(summary))
+    else:
+        _print_check(relation, summary)
+    return 1 if summary["violated"] else 0
+
+
+def _print_check(relation, s: dict[str, Any]) -> None:
+    print(f"{relation.id}: {relation.statement}")
+    print(f"  sources     {', '.join(s['sources'])}")
+    print(f"  premise     {relation.premise} = {_fmt(s['premise'])}")
+    if relation.parameter is not None:
+        print(f"  parameter   {relation.parameter} = {_fmt(s['parameter'])}"
+              f" (bound taken at {_fmt(s['parameter_used'])})")
+    print(f"  condition   {relation.condition}: {'holds' if s['condition_holds'] else 'does not hold'}")
+    print(f"  conclusion  {relation.conclusion} = {_fmt(s['conclusion'])}")
+    print(f"  bound       {_fmt(s['bound'])}")
+    print(f"  slack       {_fmt(s['slack'])}  (bound / conclusion)")
+    if s["violated"]:
+        verdict = f"VIOLATED (verified in float64, rtol={s['rtol']:g})"
+    elif s["condition_holds"]:
+        verdict = "holds"
+    else:
+        verdict = "not claimed (condition fails)"
+    print(f"  verdict     {verdict}")
+
+
+# -- show --------------------------------------------------------------------------------------
+
+
+def _show(args) -> int:
+    """A witness: its levels (mechanisms) or setting (statistical claims), then its relation
+    re-checked."""
+    from jaxpriv import registry
+    from jaxpriv.engines import certify, io
+
+    data = io.read_json(args.file)
+    if not isinstance(data, dict) or not data.get("relation"):
+        raise InputError(f"{args.file}: not a witness (no 'relation' field); use 'jaxpriv eval' "
+                         "for a mechanism, 'jaxpriv check RELATION FILE' to check one")
+    relation = registry.get(str(data["relation"]))
+    if not args.json and relation.kind == "statistical":
+        print("setting: " + ", ".join(f"{k} = {_fmt(_plain(data[k]))}" for k in relation.fields
+                                      if k in data))
+    elif not args.json:
+        _eval(argparse.Namespace(file=args.file, json=False))
+        print()
+    return _report_check(relation, certify.check_witness(args.file), args.json)
+
+
+# -- relations ---------------------------------------------------------------------------------
+
+
+def _relations(args) -> int:
+    from jaxpriv import registry
+
+    rows = [{"id": r.id, "kind": r.kind, "statement": r.statement,
+             "sources": [str(s) for s in r.sources], "premise": r.premise,
+             "conclusion": r.conclusion, "condition": r.condition,
+             "certified": getattr(r, "certificate", None) is not None,
+             "proof": getattr(r, "proof", "")}
+            for r in registry.REGISTRY.values()]
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    width = max(len(row["id"]) for row in rows)
+    for row in rows:
+        print(f"{row['id']:<{width}} {row['statement']}")
+        print(f"{'':<{width}} condition: {row['condition']}; sources: "
+              f"{', '.join(row['sources']) or '—'}")
+    return 0
+
+
+def _notions(args) -> int:
+    from jaxpriv import registry
+
+    rows = [{"key": n.key, "doc": n.doc, "unit": n.unit, "source": str(n.source or ""),
+             "params": {k: (None if v is registry.REQUIRED else v) for k, v in n.params.items()},
+             "required": [k for k, v in n.params.items() if v is registry.REQUIRED],
+             "needs_records": n.needs_records, "post_processing": n.post_processing,
+             "screen": n.screen, "surrogate": n.surrogate is not None,
+             "retract": n.retract is not None}
+            for n in registry.NOTIONS.values()]
+    if args.json:
+        print(json.dumps(rows, default=str))
+        return 0
+    width = max(len(row["key"]) for row in rows)
+    for row in rows:
+        params = ", ".join(f"{k}={'required' if k in row['required'] else v!r}"
+                           for k, v in row["params"].items())
+        flags = [f for f, on in (("databases", row["needs_records"]),
+                                 ("post-processing", row["post_processing"]),
+                                 ("float32 screen", row["screen"]),
+                                 ("surrogate", row["surrogate"]),
+                                 ("retraction", row["retract"])) if on]
+        print(f"{row['key']:<{width}} [{row['unit'] or '—'}] {row['doc']}"
+              f"{' (' + params + ')' if params else ''}")
+        if flags:
+            print(f"{'':<{width}} {', '.join(flags)}")
+    return 0
+
+
+# -- formatting --------------------------------------------------------------------------------
+
+
+def _plain(v):
+    a = np.asarray(v, dtype=np.float64)
+    return a.tolist() if a.ndim else float(a)
+
+
+def _fmt(v) -> str:
+    if isinstance(v, list):
+        return "[" + ", ".join(_fmt(x) for x in v) + "]"
+    if isinstance(v, float) and math.isinf(v):
+        return "inf"
+    return f"{v:.10g}"

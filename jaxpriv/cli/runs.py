@@ -1,0 +1,245 @@
+"""The long-running commands of the ``jaxpriv`` command line: ``sweep`` and ``search`` (one
+relation or several, each into its run directory, resumable, in a process group if asked) and
+``audit`` (every relation: sweep, search, certify, report), and what they share: the relations
+selected, the run directories, ``--out`` locked, the records layout and the premise grid. JAX
+is started for them by :mod:`jaxpriv.cli.jaxsetup`."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+from jaxpriv.cli.jaxsetup import _start_jax
+from jaxpriv.core.errors import InputError
+
+
+# -- sweep and search --------------------------------------------------------------------------
+
+
+def _sweep(args) -> int:
+    from jaxpriv import registry
+    from jaxpriv.engines import sweep
+
+    _start_jax(args.cpu_devices, args)
+    if args.bins < 1:
+        raise InputError(f"--bins must be >= 1, got {args.bins}")
+    ids = _relation_ids(args.relation)
+    configs = []
+    for rid in ids:
+        try:
+            layout = _records_layout(args) if registry.get(rid).needs_records else {}
+            configs.append(sweep.make_config(rid, args.n, args.m, args.count, args.seed,
+                                             args.chunk, args.memory_mb, x_bins=args.bins,
+                                             t_max=args.t_max, draws=args.draws, **layout))
+        except InputError as error:
+            if len(ids) == 1:
+                raise
+            print(f"{rid}: skipped ({error})", file=sys.stderr)
+    if not configs:
+        raise InputError(f"--relation {args.relation}: no relation could be swept with these "
+                         "settings (see the lines above)")
+    with _locked_out(args, "sweep"):
+        return _sweep_runs(args, configs)
+
+
+def _sweep_runs(args, configs) -> int:
+    from jaxpriv import registry, report
+    from jaxpriv.engines import sweep
+
+    worst_code = 0
+    for config, run_dir, resume in _runs(args, configs):
+        result = sweep.run(config, run_dir, resume=resume, progress=not args.quiet,
+                           write=report.write_sweep)
+        summary = json.loads((run_dir / "summary.json").read_text())
+        worst = summary["worst_slack"]
+        subjects = "mechanisms" if registry.get(config.relation).kind == "mechanism" \
+            else "settings"
+        print(f"{config.relation}: {config.count:,} {subjects} in {result.seconds:.1f} s "
+              f"({summary['mechanisms_per_second']:,.0f}/s); worst slack "
+              f"{'n/a' if worst is None else f'{worst:.6g}'}; "
+              f"verified violations {result.violation_count} -> {run_dir}")
+        worst_code = max(worst_code, 1 if result.violation_count else 0)
+    return worst_code
+
+
+def _search(args) -> int:
+    from jaxpriv import registry
+    from jaxpriv.engines import search
+
+    _start_jax(args.cpu_devices, args)
+    grid = search.parse_grid(args.grid or "0.05:3:60")
+    ids = _relation_ids(args.relation)
+    configs = []
+    for rid in ids:
+        relation = registry.get(rid)
+        try:
+            layout = _records_layout(args) if relation.needs_records else {}
+            points = _grid_for(relation, grid, args.grid is not None, len(ids) == 1)
+            gridded = relation.kind == "mechanism" and relation.search.gridded_parameter
+            param = args.param if args.param is not None else (0.5 if gridded else 0.0)
+            if not gridded and len(ids) > 1:
+                param = 0.0
+            configs.append(search.make_config(rid, args.n, args.m, points, param=param,
+                                              law=args.law, prior=args.prior,
+                                              restarts=args.restarts,
+                                              steps=args.steps, learning_rate=args.lr,
+                                              seed=args.seed, t_max=args.t_max, **layout))
+        except InputError as error:
+            if len(ids) == 1:
+                raise
+            print(f"{rid}: skipped ({error})", file=sys.stderr)
+    if not configs:
+        raise InputError(f"--relation {args.relation}: no relation could be searched with these "
+                         "settings (see the lines above)")
+    if args.sweep is not None:
+        sweeps = [Path(args.sweep) / c.relation for c in configs] if len(configs) > 1 \
+            else [Path(args.sweep)]
+        for directory in sweeps:
+            if not (directory / "envelope.csv").is_file():
+                raise InputError(f"--sweep {args.sweep}: {directory} is not a finished sweep "
+                                 "run directory (no envelope.csv)")
+    with _locked_out(args, "search"):
+        return _search_runs(args, configs)
+
+
+def _search_runs(args, configs) -> int:
+    from jaxpriv import report
+    from jaxpriv.engines import search
+
+    code = 0
+    for config, run_dir, resume in _runs(args, configs):
+        sweep_dir = None
+        if args.sweep:
+            sweep_dir = Path(args.sweep) / config.relation if len(configs) > 1 else Path(args.sweep)
+        result = search.run(config, run_dir, resume=resume, progress=not args.quiet,
+                            write=report.search_writer(sweep_dir))
+        summary = json.loads((run_dir / "summary.json").read_text())
+        worst = summary["worst_slack"]
+        worst_text = 'n/a' if worst is None else f'{worst:.6g}'
+        if summary.get("worst_log_slack") is not None:
+            worst_text += f" (log {summary['worst_log_slack']:.6g})"
+        gap = summary.get("max_gap")
+        rate = summary.get("restart_steps_per_second")
+        restarts = f" × {config.restarts} restarts, {result.steps} steps" \
+            if hasattr(result, "steps") else ""
+        speed = f" ({rate:,.0f} restart-steps/s)" if rate else ""
+        print(f"{config.relation}: {len(config.grid)} grid points{restarts} searched in "
+              f"{result.seconds:.1f} s{speed}; worst slack {worst_text}"
+              f"{'' if gap is None else f'; max gap to certified {gap:.2%}'}; "
+              f"verified violations {len(result.violations)} -> {run_dir}")
+        code = max(code, 1 if result.violations else 0)
+    return code
+
+
+def _locked_out(args, what: str):
+    """``--out`` checked (a writable directory) before any work, and locked for the command."""
+    from jaxpriv.engines import group, runstate
+
+    # in a process group the writer opens its --out first; if it cannot, all stop (one line)
+    return group.writer_first(lambda: runstate.lock(runstate.writable_directory(args.out),
+                                                    f"{what} --relation {args.relation}"),
+                              what=f"open --out for the {what}")
+
+
+def _grid_for(relation, grid, given: bool, alone: bool):
+    """The premise grid to search ``relation`` on: where it is claimed (a relation with its own
+    grid uses it unless one is given; with several relations each grid is clipped to its claim,
+    with one a grid reaching past the claim is an error)."""
+    from jaxpriv.engines import search
+
+    if relation.kind == "mechanism":
+        return grid if alone else search.clip_grid(relation, grid)
+    if not given and relation.fixed_grid:
+        return None
+    if relation.x_range is None:
+        return grid
+    low, high = relation.x_range
+    inside = tuple(x for x in grid if low < x < high)
+    if alone and len(inside) < len(grid):
+        raise InputError(f"{relation.id} is claimed for {low:g} < ε < {high:g}; the grid "
+                         f"reaches {max(grid)}")
+    return inside or None
+
+
+# -- audit -------------------------------------------------------------------------------------
+
+
+def _audit(args) -> int:
+    from jaxpriv import audit, report
+    from jaxpriv.engines import group, runstate
+
+    _start_jax(args.cpu_devices, args)
+    spend = audit.budget(args.budget)
+    if args.memory_mb <= 0:
+        raise InputError(f"--memory-mb must be positive, got {args.memory_mb}")
+    if args.seed < 0:
+        raise InputError(f"--seed must be a non-negative integer, got {args.seed}")
+    ids = audit.relation_ids(args.relations)
+    runstate.writable_directory(args.out)
+    print(f"jaxpriv audit: budget {spend.name}, {len(ids)} relations -> {args.out}")
+    workers = audit.default_workers() if args.workers is None else args.workers
+    if group.size() > 1:
+        workers = 1  # a group runs one relation at a time, all processes together
+    summary = report.run_audit(spend, ids, args.out, seed=args.seed, progress=not args.quiet,
+                               memory_mb=args.memory_mb, workers=workers)
+    width = max([4] + [len(v["relation"]) for v in summary["relations"]])
+    kinds = {v["relation"]: report.kind_text(v) for v in summary["relations"]}
+    column = max([12] + [len(k) for k in kinds.values()])
+    print(f"\n{'id':<{width}} {'verdict':<22} {'worst slack':>12}  {'envelope':<{column}} "
+          "witness")
+    for v in summary["relations"]:
+        slack = "n/a" if v["worst_slack"] is None else f"{v['worst_slack']:.4g}"
+        print(f"{v['relation']:<{width}} {v['verdict']:<22} {slack:>12}  "
+              f"{kinds[v['relation']]:<{column}} {v['witness'] or ''}")
+    print(f"report: {args.out}/report.md, {args.out}/report.html "
+          f"({summary['seconds']:.0f} s)")
+    return 0
+
+
+# -- what sweep and search share ---------------------------------------------------------------
+
+
+def _relation_ids(text: str) -> list[str]:
+    """``all`` (every registered relation), one relation id, or ids and prefixes ending in
+    ``*`` (``'R1*'``)."""
+    from jaxpriv import registry
+
+    return registry.select(text)
+
+
+def _runs(args, configs):
+    """``(config, run directory, resume?)`` per run: one sub-directory per relation when there
+    are several; with ``--resume``, a relation the killed run never reached starts afresh (and
+    a finished run without a checkpoint, a statistical search, is not run again)."""
+    from jaxpriv.engines import group, io
+    from jaxpriv.audit import checkpoint_file
+
+    out = Path(args.out)
+    for config in configs:
+        run_dir = out / config.relation if len(configs) > 1 else out
+        checkpoint = checkpoint_file(config)
+        # what is on disk is the writer's to say, in a process group (jaxpriv.engines.group)
+        if checkpoint is None:
+            if not group.agree(args.resume and (run_dir / "summary.json").exists()):
+                yield config, run_dir, False
+            continue
+        resume = args.resume and bool(group.agree(len(configs) == 1 or
+                                                  io.has_checkpoint(run_dir / checkpoint)))
+        yield config, run_dir, resume
+
+
+def _records_layout(args) -> dict[str, int]:
+    """``k`` and ``r`` for database-level relations: ``--r``, else ``n = k^r`` read off ``--n``."""
+    if args.k < 2:
+        raise InputError(f"--k must be >= 2, got {args.k}")
+    if args.r is not None:
+        if args.r < 1:
+            raise InputError(f"--r must be >= 1, got {args.r}")
+        return {"k": args.k, "r": args.r}
+    r = round(math.log(args.n, args.k)) if args.n >= 2 else 0
+    if r < 1 or args.k**r != args.n:
+        raise InputError(f"n = {args.n} is not a power of k = {args.k}: give --r (and --k) for "
+                         "the database-level relations")
+    return {"k": args.k, "r": r}
