@@ -19,7 +19,7 @@ locked run directory, a broken plugin (one line on stderr naming it, never a tra
 3 a bug in jaxpriv (a traceback, and a line asking to report it), 130 interrupted.
 Everything is computed in float64.
 
-The package: :mod:`jaxpriv.cli.main` (the entry point and its exit statuses),
+The package: :mod:`jaxpriv.cli.entry` (the entry point and its exit statuses),
 :mod:`jaxpriv.cli.parser` (the arguments), :mod:`jaxpriv.cli.commands` (``eval``, ``check``,
 ``show``, ``relations``, ``notions``), :mod:`jaxpriv.cli.runs` (``sweep``, ``search``,
 ``audit``) and :mod:`jaxpriv.cli.jaxsetup` (JAX started for the runs).
@@ -27,6 +27,6 @@ The package: :mod:`jaxpriv.cli.main` (the entry point and its exit statuses),
 
 from jaxpriv.cli.commands import evaluate_notions
 from jaxpriv.cli.jaxsetup import COMPILATION_CACHE, GROUP_LOCAL, cache_directory
-from jaxpriv.cli.main import main
+from jaxpriv.cli.entry import main
 
 __all__ = ["COMPILATION_CACHE", "GROUP_LOCAL", "cache_directory", "evaluate_notions", "main"]
