@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxpriv import InputError, audit, registry
+from jaxpriv import InputError, audit, registry, report
 from jaxpriv.catalog import accountant_conversions, accountant_libraries
 from jaxpriv.core import families
 from jaxpriv.engines import certify
@@ -91,7 +91,7 @@ SMALL = dataclasses.replace(audit.BUDGETS["quick"], name="small-test", sweep_cou
 @_needs("opendp")
 def test_small_audit_of_a_library(tmp_path):
     """OpenDP's ε-DP ⇒ ρ = ε²/2 holds: certified, least slack → 1 as ε → 0 (D3's envelope)."""
-    summary = audit.run(SMALL, ["opendp.make_pureDP_to_zCDP"], tmp_path, progress=False)
+    summary = report.run_audit(SMALL, ["opendp.make_pureDP_to_zCDP"], tmp_path, progress=False)
     (verdict,) = summary["relations"]
     assert verdict["kind"] == "certified" and verdict["violation_count"] == 0
     assert verdict["verdict"] == "tight"

@@ -13,6 +13,7 @@ import pytest
 
 from jaxpriv import InputError, audit, cli, report
 from jaxpriv.engines import certify
+from jaxpriv.report.audit_report import _details
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,7 +28,7 @@ IDS = ["R2", "R5", "R6", "R7", "R14"]
 def audited(tmp_path_factory):
     out = tmp_path_factory.mktemp("audit")
     lines: list[str] = []
-    summary = audit.run(SMALL, IDS, out, progress=False, log=lines.append)
+    summary = report.run_audit(SMALL, IDS, out, progress=False, log=lines.append)
     return out, summary, lines
 
 
@@ -104,7 +105,7 @@ def test_audit_summary_and_report_files(audited):
 def test_resumed_audit_runs_nothing_again(audited):
     out, summary, _ = audited
     lines: list[str] = []
-    again = audit.run(SMALL, IDS, out, progress=False, log=lines.append)
+    again = report.run_audit(SMALL, IDS, out, progress=False, log=lines.append)
     states = [line.split()[2] for line in lines if line.split()[1] in ("sweep", "search")]
     assert states and set(states) == {"done"}
     strip = lambda s: [{k: v for k, v in r.items() if k != "seconds"} for r in s["relations"]]
@@ -117,8 +118,9 @@ def test_a_killed_run_is_resumed_from_its_checkpoint(tmp_path):
     task = next(t for t in audit.plan(budget, ["R1"]) if t.kind == "sweep")
     task = task._replace(config=dataclasses.replace(task.config, chunk=4096, block=1024))
     sweep.run(task.config, audit.run_dir(tmp_path, task), progress=False, max_chunks=1, write=report.write_sweep)
-    assert audit.run_task(task, tmp_path, progress=False) == "resumed"
-    assert audit.run_task(task, tmp_path, progress=False) == "done"
+    assert audit.run_task(task, tmp_path, progress=False,
+                          outputs=report.AUDIT_OUTPUTS) == "resumed"
+    assert audit.run_task(task, tmp_path, progress=False, outputs=report.AUDIT_OUTPUTS) == "done"
     straight = tmp_path / "straight"
     sweep.run(task.config, straight, progress=False, write=report.write_sweep)
     resumed = audit.run_dir(tmp_path, task)
@@ -131,14 +133,14 @@ def test_a_killed_run_is_resumed_from_its_checkpoint(tmp_path):
 def test_another_budget_in_the_same_directory_is_refused(audited):
     out, _, _ = audited
     with pytest.raises(InputError, match="holds an audit with budget"):
-        audit.run(audit.BUDGETS["quick"], IDS, out, progress=False, log=lambda _: None)
+        report.run_audit(audit.BUDGETS["quick"], IDS, out, progress=False, log=lambda _: None)
 
 
 KILLED_AUDIT = """
 import dataclasses, sys
-from jaxpriv import audit
+from jaxpriv import audit, report
 small = dataclasses.replace(audit.BUDGETS["quick"], **{settings!r})
-audit.run(small, ["R2", "R6"], sys.argv[1], workers=2, progress=False, log=lambda _: None)
+report.run_audit(small, ["R2", "R6"], sys.argv[1], workers=2, progress=False, log=lambda _: None)
 """
 
 
@@ -211,8 +213,8 @@ def test_a_parallel_audit_killed_with_sigkill_stops_its_workers_and_resumes_to_t
     assert not (tmp_path / "summary.json").exists() or len(
         json.loads((tmp_path / "summary.json").read_text())["relations"]) < 2
 
-    resumed = audit.run(SMALL, ["R2", "R6"], tmp_path, workers=2, progress=False,
-                        log=lambda _: None)
+    resumed = report.run_audit(SMALL, ["R2", "R6"], tmp_path, workers=2, progress=False,
+                               log=lambda _: None)
     keep = ("verdict", "worst_slack", "where", "witness", "violation_count", "violations",
             "certified_slack", "sweep_worst_slack", "search_worst_slack", "search_max_gap")
     pick = lambda s: {v["relation"]: {k: v[k] for k in keep} for v in s["relations"]}
@@ -266,8 +268,8 @@ def test_scripts_redraw_the_report_figures(audited, tmp_path):
 def test_a_registered_false_relation_is_audited_and_reported_violated(too_tight_relation,
                                                                        tmp_path, capsys):
     rid = too_tight_relation.id
-    summary = audit.run(SMALL, audit.relation_ids(rid), tmp_path, progress=False,
-                        log=lambda _: None)
+    summary = report.run_audit(SMALL, audit.relation_ids(rid), tmp_path, progress=False,
+                               log=lambda _: None)
     (v,) = summary["relations"]
     assert v["relation"] == rid and v["verdict"] == "violated" and v["kind"] == "lower bound"
     assert v["worst_slack"] < 1 and v["violation_count"] > 0
@@ -335,4 +337,4 @@ def test_a_certified_bracket_is_reported_as_one(audited, tmp_path):
     assert exact["verdict"] == "tight"
     assert report.kind_text(v) == f"certified bracket [{lower:.4g}, {upper:.4g}]"
     assert any(line.startswith("least slack (lower, estimate, upper): (0.8")
-               for line in report._details(v))
+               for line in _details(v))

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from jaxpriv import Mechanism, audit, level, registry
+from jaxpriv import Mechanism, audit, level, registry, report
 from jaxpriv.core import families
 from jaxpriv.engines import certify, search
 from jaxpriv.catalog import dp_literature as dp_relations
@@ -219,7 +219,7 @@ SMALL = dataclasses.replace(audit.BUDGETS["quick"], name="small-test", sweep_cou
 def test_small_audit_verdicts(tmp_path):
     """D1 certified tight; D14 certified, least slack 3/2 at n = 3 as x → 0 (n/(n−1)); no
     violation."""
-    summary = audit.run(SMALL, ["D1", "D14"], tmp_path, progress=False)
+    summary = report.run_audit(SMALL, ["D1", "D14"], tmp_path, progress=False)
     v = {r["relation"]: r for r in summary["relations"]}
     assert v["D1"]["verdict"] == "tight" and v["D1"]["kind"] == "certified"
     assert v["D14"]["kind"] == "certified" and v["D14"]["verdict"].startswith("loose")

@@ -402,6 +402,7 @@ def test_a_plugin_that_raises_in_an_audit_worker_is_the_same_one_line(tmp_path):
     """An audit worker hands a plugin's exception back as the InputError the parent prints
     (run here in this process: the worker function itself)."""
     from jaxpriv import audit, registry
+    from jaxpriv.audit.runner import _relation_worker
 
     plugin = tmp_path / "raising.py"
     plugin.write_text(RAISING_PLUGIN + '''
@@ -415,7 +416,7 @@ register(Relation(id="BROKEN1", statement="eps-LDP => broken_level <= eps", prem
                  if t.kind == "sweep"]
         with pytest.raises(InputError, match=r"plugin .*raising.py \(line 5, in level\): "
                                              r"ZeroDivisionError"):
-            audit._relation_worker(tasks, str(tmp_path / "audit"))
+            _relation_worker(tasks, str(tmp_path / "audit"))
     finally:
         registry.unregister("BROKEN1")
         registry.NOTIONS.pop("broken_level", None)

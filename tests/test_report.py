@@ -15,6 +15,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from jaxpriv import registry, report  # noqa: E402
+from jaxpriv.report.axes import _panels, _unit  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -99,7 +100,7 @@ def test_a_ratio_relation_is_drawn_as_the_ratio_against_one_plus_four_xi():
     relation = registry.get("R6")
     rows = ratio_rows()
     fig = plt.figure()
-    top, bottom = report._panels(fig)
+    top, bottom = _panels(fig)
     report.draw_mechanism(top, bottom, relation, param=0.0, n=3, sweep_rows=rows,
                           search_rows=rows)
     drawn, slack = lines_by_label(top), lines_by_label(bottom)
@@ -140,12 +141,12 @@ def test_axis_labels_carry_the_notions_units(rid, premise, conclusion):
 
 
 def test_units_come_from_the_notion_record():
-    assert report._unit("abp") == " (√nats)"
-    assert report._unit("sp") == report._unit("bsp") == " (probability)"
-    assert report._unit("pac_beta") == " (probability)"
-    assert report._unit("ldp") == " (nats)"
+    assert _unit("abp") == " (√nats)"
+    assert _unit("sp") == _unit("bsp") == " (probability)"
+    assert _unit("pac_beta") == " (probability)"
+    assert _unit("ldp") == " (nats)"
     # a statistical relation's premise is words, not a notion key
-    assert report._unit("relative accuracy ε") == ""
+    assert _unit("relative accuracy ε") == ""
     r14 = registry.get("R14")
     assert report.premise_label(r14) == f"premise: {r14.premise}"
 

@@ -7,14 +7,20 @@
 
 Files are read and written in float64 (the verification precision); infinite numbers are written
 as ``Infinity``, which Python's ``json`` reads back.
+
+Also read here, for every layer above: a run directory's ``envelope.csv``
+(:func:`read_envelope`; written by :mod:`jaxpriv.report.files`) and the software versions a
+run records (:func:`versions`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import csv
 import json
 import math
 import os
+import platform
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
@@ -355,3 +361,36 @@ def load_state(path: Path, like: Any, config: dict[str, Any],
     meta, leaves = read_latest(path, read, note=note)
     progress = {k: v for k, v in meta.items() if k not in ("config", "format", "jaxpriv")}
     return jax.tree_util.tree_unflatten(treedef, [jax.numpy.asarray(a) for a in leaves]), progress
+
+
+# --------------------------------------------------------------------------------------------
+# run directories: the envelope a finished run wrote, the versions it records
+# --------------------------------------------------------------------------------------------
+
+
+def read_envelope(run_dir: Path) -> list[dict]:
+    """The rows of a run directory's ``envelope.csv`` (numbers as floats, blanks as NaN)."""
+    path = run_dir / "envelope.csv"
+    if not path.exists():
+        raise InputError(f"{run_dir}: no envelope.csv (is it a finished sweep or search?)")
+    try:
+        with open(path) as f:
+            return [{k: (v if k == "witness" else (np.nan if v == "" else float(v)))
+                     for k, v in row.items()} for row in csv.DictReader(f)]
+    except (ValueError, TypeError, UnicodeDecodeError, csv.Error) as error:
+        raise InputError(f"{path}: not an envelope jaxpriv wrote ({type(error).__name__}: "
+                         f"{error})") from None
+
+
+def versions() -> dict[str, str]:
+    """The software a run's ``summary.json`` records (``versions``): jaxpriv, JAX, NumPy, optax,
+    matplotlib, Python and the native kernel's state."""
+    import matplotlib
+    import optax
+
+    from jaxpriv.core.version import __version__
+    from jaxpriv.kernels import native
+    # Which float32 screen ran: the native and XLA kernels agree to rounding, not bitwise.
+    return {"jaxpriv": __version__, "jax": jax.__version__, "numpy": np.__version__,
+            "optax": optax.__version__, "matplotlib": matplotlib.__version__,
+            "python": platform.python_version(), "native_kernel": native.state()}

@@ -1,0 +1,153 @@
+"""The audit's plan: how much work it spends per relation (:class:`Budget`, :data:`BUDGETS`), the
+relations it audits (:func:`relation_ids`) and the sweep and search configuration of each
+(:func:`plan`, one :class:`Task` per run), and where each run's directory and checkpoint are
+(:func:`run_dir`, :func:`checkpoint_file`).
+
+Examples:
+  >>> from jaxpriv.audit.plans import budget
+  >>> budget("quick").grid
+  (0.1, 3.0, 6)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from jaxpriv import registry
+from jaxpriv.core.errors import InputError
+
+SUMMARY = "summary.json"
+PLAN = "audit.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """How much work the audit spends per relation.
+
+    Attributes:
+      name: ``quick``, ``standard`` or ``full``.
+      sweep_count, sweep_n, sweep_m: random mechanisms per sweep and their shape.
+      search_n, search_m: mechanism shape of the searches.
+      grid: premise grid ``(low, high, points)`` of the searches (clipped per relation to
+        where it is claimed, see :func:`jaxpriv.engines.search.clip_grid`).
+      param: condition parameter ``ε`` of the searches for R3–R5.
+      restarts, steps: optax restarts per grid point and steps.
+      k, r, database_m: database layout (``k^r`` databases) and outputs for R7–R13.
+      stat_count, t_max, draws: statistical sweeps' settings, largest ``T``, Monte Carlo draws.
+      stat_grid: premise points of a statistical search (a relation with ``fixed_grid`` uses
+        its own).
+      stat_restarts, stat_steps: optax runs of a statistical search.
+    """
+
+    name: str
+    sweep_count: int
+    sweep_n: int
+    sweep_m: int
+    search_n: int
+    search_m: int
+    grid: tuple[float, float, int]
+    param: float
+    restarts: int
+    steps: int
+    k: int
+    r: int
+    database_m: int
+    stat_count: int
+    t_max: int
+    draws: int
+    stat_grid: int
+    stat_restarts: int
+    stat_steps: int
+
+
+BUDGETS: dict[str, Budget] = {
+    # under 3 minutes on a 2-core CPU, compile time included (most of it)
+    "quick": Budget("quick", sweep_count=20_000, sweep_n=4, sweep_m=4, search_n=3, search_m=3,
+                    grid=(0.1, 3.0, 6), param=0.5, restarts=16, steps=300, k=2, r=2,
+                    database_m=3, stat_count=8_192, t_max=2_000, draws=500, stat_grid=6,
+                    stat_restarts=16, stat_steps=300),
+    # tens of minutes on a 2-core CPU
+    "standard": Budget("standard", sweep_count=1_000_000, sweep_n=4, sweep_m=4, search_n=4,
+                       search_m=4, grid=(0.05, 3.0, 30), param=0.5, restarts=64, steps=1500,
+                       k=2, r=2, database_m=4, stat_count=100_000, t_max=10_000, draws=2000,
+                       stat_grid=30, stat_restarts=64, stat_steps=1500),
+    # overnight on a CPU, or a GPU
+    "full": Budget("full", sweep_count=10_000_000, sweep_n=8, sweep_m=8, search_n=4, search_m=4,
+                   grid=(0.05, 3.0, 60), param=0.5, restarts=512, steps=3000, k=2, r=3,
+                   database_m=4, stat_count=1_000_000, t_max=100_000, draws=2000, stat_grid=60,
+                   stat_restarts=256, stat_steps=3000),
+}
+
+
+class Task(NamedTuple):
+    """One run of the audit: ``kind`` is ``"sweep"`` or ``"search"``; ``config`` the engine's."""
+
+    relation: str
+    kind: str
+    config: Any
+
+
+def budget(name: str) -> Budget:
+    if name not in BUDGETS:
+        raise InputError(f"--budget must be one of {', '.join(BUDGETS)}, got {name!r}")
+    return BUDGETS[name]
+
+
+def relation_ids(text: str | None) -> list[str]:
+    """``None``/``"all"`` → every registered relation; else a comma list of ids or prefixes
+    ending in ``*`` (``'R1*'``, ``'opendp.*'``), validated."""
+    return registry.select(text)
+
+
+def plan(spend: Budget, ids: list[str], seed: int = 0, memory_mb: float = 1024.0
+         ) -> list[Task]:
+    """The sweep and search configurations of every relation in ``ids`` at budget ``spend``."""
+    from jaxpriv.engines import search, sweep
+    from jaxpriv.core.mechanisms import Records
+
+    grid = tuple(float(v) for v in np.linspace(*spend.grid[:2], spend.grid[2]))
+    tasks = []
+    for rid in ids:
+        relation = registry.get(rid)
+        if relation.kind == "statistical":
+            # a setting subject keeps its own shape (n secrets of κ₁, κ₂): None leaves it
+            tasks.append(Task(rid, "sweep", sweep.make_config(
+                rid, None, None, spend.stat_count, seed, t_max=spend.t_max,
+                draws=spend.draws)))
+            stat_grid = None if relation.fixed_grid else np.linspace(*relation.grid[:2],
+                                                                      spend.stat_grid)
+            tasks.append(Task(rid, "search", search.make_config(
+                rid, None, None, stat_grid, t_max=spend.t_max, seed=seed,
+                restarts=spend.stat_restarts, steps=spend.stat_steps)))
+            continue
+        database = relation.needs_records
+        layout = {"k": spend.k, "r": spend.r} if database else {}
+        m = spend.database_m if database else spend.sweep_m
+        tasks.append(Task(rid, "sweep", sweep.make_config(
+            rid, spend.sweep_n, m, spend.sweep_count, seed, memory_mb=memory_mb, **layout)))
+        setup = search.setup_for(relation, Records(**layout) if layout else None)
+        param = spend.param if setup.gridded_parameter else 0.0
+        m = spend.database_m if database else spend.search_m
+        tasks.append(Task(rid, "search", search.make_config(
+            rid, spend.search_n, m, search.clip_grid(relation, grid), param=param,
+            restarts=spend.restarts, steps=spend.steps, seed=seed, **layout)))
+    return tasks
+
+
+def run_dir(out: Path, task: Task) -> Path:
+    """A task's run directory in the audit directory ``out``: ``out/<relation>/<kind>``."""
+    return out / task.relation / task.kind
+
+
+def checkpoint_file(config) -> str | None:
+    """The file a killed sweep or search resumes from (``None``: statistical searches are short
+    and restart)."""
+    from jaxpriv.engines import search, settings, sweep
+
+    if isinstance(config, settings.StatConfig):
+        return settings.CHECKPOINT if config.mode == "sweep" else None
+    return sweep.CHECKPOINT if isinstance(config, sweep.SweepConfig) else search.STATE_FILE

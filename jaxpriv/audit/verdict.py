@@ -1,0 +1,297 @@
+"""The audit's verdicts: a relation's sweep and search run directories, and its certified
+envelope where a closed form exists, condensed into one :class:`Verdict` (:func:`assess`).
+
+Verdict rules (:func:`assess`; the label alone: :func:`verdict_label`):
+
+* **violated**: at least one verified witness; the worst slack is the lowest verified one. A
+  certified least slack below 1 with no witness at the budget reads "violated (certified)".
+* otherwise the worst slack ``s`` is the least slack of any witness the sweep and search kept,
+  and of the certified curve on the grid (each is attained by a real mechanism, so ``s`` is an
+  upper bound on the true least slack, exact where certified): **tight** if ``s ≤ 1.01``, else
+  **loose by ×s**.
+
+Examples:
+  >>> from jaxpriv.audit.verdict import verdict_label
+  >>> verdict_label(violated=False, worst_slack=1.5)
+  'loose by ×1.5'
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from jaxpriv import registry
+from jaxpriv.audit.plans import SUMMARY
+from jaxpriv.engines import certify, io
+
+TIGHT_SLACK = 1.01
+"""A relation whose least slack found is at most this is reported tight."""
+
+class Verdict(NamedTuple):
+    """What the audit concludes about one relation (all paths relative to the audit directory).
+
+    Attributes:
+      relation, statement, sources, condition: from the registry.
+      verdict: ``"violated"``, ``"violated (certified)"``, ``"tight"``, ``"loose by ×k"`` or
+        ``"undetermined (certified bracket straddles 1)"`` (no witness, and a certified bracket
+        of the least slack whose lower end is below 1 and upper end above).
+      worst_slack: the least slack found (verified witness, envelope, or certified curve).
+      where: ``{"premise", "parameter"}`` of the worst point.
+      witness: the file behind the worst slack (``None`` if it is the certified curve).
+      kind: ``"certified"`` (closed-form envelope: the least slack on the certified region is
+        exact), ``"certified bracket"`` (a proved upper bound on the envelope and a reached
+        lower one: the least slack lies in ``slack_bracket``) or ``"lower bound"`` (the
+        envelope found is a lower bound on the true one, so the least slack found is an upper
+        bound on the true least slack, and nothing bounds it from below).
+      certified_slack: least certified slack on the certified region (:func:`certified_region`:
+        the search grid, extended towards 0, across the parameter's range), reached by a real
+        mechanism, or ``None``.
+      slack_bracket: ``[lower, estimate, upper]`` of the least slack, in the manner of
+        prv_accountant: with a certificate, ``lower`` and ``upper`` its proved and reached ends
+        over the certified region's points; ``estimate`` the verdict's ``worst_slack`` (the
+        least found or certified anywhere); without a certificate ``[None, found, found]``.
+      violation_count: verified violations, sweep + search.
+      violations: witness files of verified violations (at most 20 listed).
+      worst_log_slack: natural log of the least slack, where the runs report it (a statistical
+        claim's slack can underflow float64).
+      sweep_worst_slack, search_worst_slack: each run's own worst slack.
+      search_max_gap: the search's largest relative shortfall from the certified value.
+      seconds: sweep + search time (excluding compilation).
+    """
+
+    relation: str
+    statement: str
+    sources: list[str]
+    condition: str
+    verdict: str
+    worst_slack: float | None
+    where: dict[str, float | None]
+    witness: str | None
+    kind: str
+    certified_slack: float | None
+    slack_bracket: list[float | None]
+    violation_count: int
+    violations: list[str]
+    worst_log_slack: float | None
+    sweep_worst_slack: float | None
+    search_worst_slack: float | None
+    search_max_gap: float | None
+    seconds: float
+
+
+def _candidates(out: Path, rid: str, kind: str) -> tuple[dict, list[dict]]:
+    """A run's summary and every (slack, premise, parameter, witness) point it reports."""
+    directory = out / rid / kind
+    summary = io.read_json(directory / SUMMARY)
+    prefix = f"{rid}/{kind}/"
+    points = [{"slack": v["slack"], "premise": v.get("premise"),
+               "parameter": v.get("parameter"),
+               "witness": prefix + v["file"] if v.get("file") else None, "violation": True}
+              for v in summary.get("violation_details", [])]
+    for row in io.read_envelope(directory):
+        if np.isfinite(row["slack"]):
+            points.append({"slack": row["slack"], "premise": row["premise"],
+                           "parameter": row["parameter"], "x": row["x"],
+                           "witness": prefix + row["witness"] if row["witness"] else None,
+                           "violation": False})
+    worst = summary.get("worst")  # a sweep's lowest-slack mechanism, at its own levels
+    if worst and worst.get("slack") is not None and not any(
+            p["violation"] and p["witness"] == prefix + str(worst.get("file")) for p in points):
+        points.append({"slack": worst["slack"], "premise": worst["premise"],
+                       "parameter": worst["parameter"],
+                       "witness": prefix + worst["file"] if worst.get("file") else None,
+                       "violation": False})
+    return summary, points
+
+
+def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
+    """Condense a relation's sweep and search run directories (and its certified envelope on
+    the search grid) into a :class:`Verdict`; see the module docstring for the rules."""
+    out = Path(out)
+    relation = registry.get(rid)
+    sweep_summary, points = _candidates(out, rid, "sweep")
+    search_summary, more = _candidates(out, rid, "search")
+    points += more
+    violations = [p for p in points if p["violation"]]
+    count = int(sweep_summary.get("violation_count", 0)) + \
+        int(search_summary.get("violation_count", 0))
+    certified = certified_lower = cert_point = None
+    certified_over = False
+    exact = True
+    if relation.kind == "mechanism":
+        premise, param = certified_region(relation, search_config)
+        cert = certify.envelope(relation, premise, param, n=search_config.n,
+                                r=search_config.r or None, prior=search_config.setup.prior,
+                                options=search_config.options)
+        if cert is not None:
+            # a certified violation is judged like a witness: by more than the tolerance
+            # (a ratio certificate, NaN conclusion, by its least slack)
+            over = np.where(np.isnan(cert.conclusion), cert.min_slack < 1 - registry.RTOL,
+                            cert.conclusion > cert.bound * (1 + registry.RTOL) + registry.ATOL)
+            i = int(np.argmin(cert.min_slack))
+            certified = float(cert.min_slack[i])
+            certified_over = bool(np.any(over))
+            certified_lower = float(np.min(cert.min_slack_lower))
+            exact = bool(np.all(cert.exact))
+            gridded = relation.search.gridded_parameter
+            cert_point = {"slack": certified, "premise": float(premise[i]),
+                          "parameter": float(param[i]) if gridded else
+                          float(search_config.param), "witness": None, "violation": False}
+    violated = bool(violations or count)
+    if violated:
+        worst = _worst_violation(out, points)
+    else:
+        worst = min(points, key=lambda p: p["slack"]) if points else None
+        if cert_point and (worst is None or cert_point["slack"] < worst["slack"] * (1 - 1e-6)):
+            # the exact least slack: name the search's witness at that grid point
+            worst = cert_point
+            # the search's witness at that grid point, if the search ran at that parameter
+            same_parameter = not relation.search.gridded_parameter or abs(
+                cert_point["parameter"] - float(search_config.param)) < 1e-12
+            at = [p for p in more if same_parameter and not p["violation"]
+                  and p.get("x") is not None and abs(p["x"] - cert_point["premise"]) < 1e-9]
+            if at:
+                worst = {**cert_point, "witness": min(at, key=lambda p: p["slack"])["witness"]}
+    verdict = verdict_label(violated, None if worst is None else worst["slack"],
+                            certified_slack=certified, certified_violated=certified_over,
+                            certified_lower=certified_lower)
+    return Verdict(
+        relation=rid, statement=relation.statement, sources=[str(s) for s in relation.sources],
+        condition=relation.condition, verdict=verdict,
+        worst_slack=None if worst is None else _finite(worst["slack"]),
+        where={} if worst is None else {"premise": _finite(worst["premise"]),
+                                        "parameter": _finite(worst["parameter"])},
+        witness=None if worst is None else worst["witness"],
+        kind=("lower bound" if certified is None else "certified" if exact
+              else "certified bracket"),
+        certified_slack=certified,
+        slack_bracket=_bracket(certified_lower, worst, certified),
+        violation_count=count,
+        violations=[p["witness"] for p in sorted(violations, key=lambda p: p["slack"])
+                    if p["witness"]][:20],
+        worst_log_slack=_least(s.get("worst_log_slack") for s in (sweep_summary, search_summary)),
+        sweep_worst_slack=sweep_summary.get("worst_slack"),
+        search_worst_slack=search_summary.get("worst_slack"),
+        search_max_gap=search_summary.get("max_gap"),
+        seconds=float(sweep_summary.get("seconds", 0.0)) + float(search_summary.get("seconds",
+                                                                                    0.0)))
+
+
+def verdict_label(violated: bool, worst_slack: float | None, *,
+                  certified_slack: float | None = None, certified_violated: bool = False,
+                  certified_lower: float | None = None) -> str:
+    """The verdict a relation's measured numbers read as (:attr:`Verdict.verdict`; the rules
+    are in the module docstring), in this order:
+
+    * ``"violated"``: a verified violation was found (``violated``), whatever else holds;
+    * ``"violated (certified)"``: a certificate (``certified_slack`` not ``None``) whose
+      envelope exceeds the bound by more than the tolerance somewhere
+      (``certified_violated``);
+    * ``"undetermined (certified bracket straddles 1)"``: the certified bracket's lower end
+      ``certified_lower`` is below ``1 − registry.RTOL``;
+    * ``"no data"``: nothing found (``worst_slack`` is ``None``);
+    * ``"tight"``: ``worst_slack ≤`` :data:`TIGHT_SLACK`;
+    * else ``"loose by ×s"``, ``s`` the worst slack to 3 significant digits.
+
+    Args:
+      violated: whether the sweep or the search verified a violation.
+      worst_slack: the least slack found or certified (the verdict's worst point), ``None``
+        with no point at all.
+      certified_slack: the least certified slack on the certified region, ``None`` without a
+        certificate.
+      certified_violated: whether the certified envelope violates the claim beyond the
+        tolerance at some point of the region.
+      certified_lower: the certified bracket's lower end (``None`` without a certificate).
+
+    Examples:
+      >>> verdict_label(violated=False, worst_slack=1.01)
+      'tight'
+      >>> verdict_label(violated=False, worst_slack=0.5, certified_slack=0.5,
+      ...               certified_violated=True, certified_lower=0.5)
+      'violated (certified)'
+    """
+    if violated:
+        return "violated"
+    if certified_slack is not None and certified_violated:
+        return "violated (certified)"
+    if certified_lower is not None and certified_lower < 1 - registry.RTOL:
+        return "undetermined (certified bracket straddles 1)"
+    if worst_slack is None:
+        return "no data"
+    if worst_slack <= TIGHT_SLACK:
+        return "tight"
+    return f"loose by ×{worst_slack:.3g}"
+
+
+CERTIFIED_TOWARDS_ZERO = 6
+"""Decades below the search grid's least premise level the certified region reaches."""
+CERTIFIED_PARAMETERS = 25
+"""Condition-parameter points of the certified region (besides 0 and the search's own)."""
+
+
+def certified_region(relation, search_config) -> tuple[np.ndarray, np.ndarray]:
+    """Where the audit evaluates a relation's certified envelope: ``(premise, parameter)``
+    arrays (flattened grid). The premise levels are the search grid and, towards 0, one point
+    per decade for :data:`CERTIFIED_TOWARDS_ZERO` decades (a least slack can be an infimum
+    approached as the level goes to 0); for a relation claimed at a gridded parameter, every
+    premise level is paired with 0, the search's parameter and a geometric grid up to the
+    largest parameter the sweep draws (its ``param_max``), so the least slack is over the
+    audited region of ``(x, ε)``, not one ε."""
+    grid = np.asarray(search_config.grid, np.float64)
+    low = float(grid.min())
+    premise = np.unique(np.concatenate(
+        [grid, low * 10.0 ** -np.arange(1, CERTIFIED_TOWARDS_ZERO + 1)]))
+    if not relation.search.gridded_parameter:
+        return premise, np.full_like(premise, float(search_config.param))
+    top = max(float(search_config.param), float(relation.sampling.param_max or 0.0))
+    params = np.unique(np.concatenate([[0.0, float(search_config.param)], np.geomspace(
+        top * 1e-6, top, CERTIFIED_PARAMETERS) if top > 0 else []]))
+    x, eps = np.meshgrid(premise, params, indexing="ij")
+    return x.ravel(), eps.ravel()
+
+
+def _bracket(certified_lower, worst, certified) -> list[float | None]:
+    """``[lower, estimate, upper]`` of the least slack (see :class:`Verdict`): with a
+    certificate, its two ends on the certified region's points (``lower ≤ upper`` there; a
+    mechanism found off those points may sit lower, and is the estimate); without one, only
+    what was found (``None`` below)."""
+    estimate = None if worst is None else _finite(worst["slack"])
+    if certified is None:
+        return [None, estimate, estimate]
+    return [_finite(certified_lower), estimate, _finite(certified)]
+
+
+def _worst_violation(out: Path, points: list[dict]) -> dict | None:
+    """The lowest-slack point that is a verified violation: a listed one, or an envelope point
+    below 1 whose witness file re-checks as violated (the engines save only the first
+    violations as files, so the worst one may be an envelope point)."""
+    for point in sorted(points, key=lambda p: p["slack"]):
+        if point["violation"]:
+            return point
+        if point["slack"] < 1 and point["witness"] and bool(
+                certify.check_witness(out / point["witness"]).violated):
+            return {**point, "violation": True}
+    return None
+
+
+def _least(values) -> float | None:
+    finite = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    return min(finite) if finite else None
+
+
+def _finite(v) -> float | None:
+    if v is None:
+        return None
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def format_number(x) -> str:
+    """A level for a sentence: 4 significant digits, "n/a" for None (the audit's log lines and
+    the report's text)."""
+    return "n/a" if x is None else f"{x:.4g}"
