@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from jaxpriv import cli, report
 from jaxpriv.catalog import seed_papers as relations
 from jaxpriv.core import notions
-from jaxpriv.engines import certify, search, sweep
+from jaxpriv.engines import certify, search, search_objective, sweep
 from jaxpriv.core.mechanisms import Mechanism
 
 QUICK = dict(restarts=16, steps=600, segment=100)
@@ -193,9 +193,9 @@ def test_the_retraction_lands_in_the_feasible_set(relation_id, x, eps, seed, sca
     eps = eps if setup.gridded_parameter else 0.0
     rng = np.random.default_rng(seed)
     with jax.enable_x64(True):
-        params = search.Params(*(jnp.asarray(scale * rng.standard_normal(shape))
-                                 for shape in ((3, 4), (3,), (3,), (4,))))
-        mech = search.build(params, jnp.float64(x), jnp.float64(eps), relation, setup)
+        params = search_objective.Params(*(jnp.asarray(scale * rng.standard_normal(shape))
+                                           for shape in ((3, 4), (3,), (3,), (4,))))
+        mech = search_objective.build(params, jnp.float64(x), jnp.float64(eps), relation, setup)
         premise = float(relations.NOTIONS[relation.premise].evaluate(mech))
         assert premise <= x * (1 + 1e-9) + 1e-12
         assert float(notions.eps_unif(mech)) <= (eps if setup.prior != "free" else np.inf) + 1e-9
@@ -207,8 +207,8 @@ def test_the_retraction_is_the_identity_on_feasible_mechanisms():
     relation = relations.get("R2")
     setup = search.setup_for(relation)
     logits = jnp.log(jnp.array([[0.5, 0.3, 0.2], [0.4, 0.35, 0.25], [0.45, 0.3, 0.25]]))
-    params = search.Params(logits, jnp.zeros(3), jnp.zeros(3), jnp.zeros(3))
-    mech = search.build(params, jnp.float32(2.0), jnp.float32(0.0), relation, setup)
+    params = search_objective.Params(logits, jnp.zeros(3), jnp.zeros(3), jnp.zeros(3))
+    mech = search_objective.build(params, jnp.float32(2.0), jnp.float32(0.0), relation, setup)
     np.testing.assert_allclose(mech.log_K, jax.nn.log_softmax(logits), rtol=1e-6)
 
 
@@ -225,11 +225,11 @@ def test_gradients_are_finite_at_boundary_points(relation_id, case):
               "constant": jnp.zeros((n, m))}[case]
     x = jnp.float32(1e-6 if case == "tiny_x" else 0.8)
     eps = jnp.float32(0.5 if setup.gridded_parameter else 0.0)
-    params = search.Params(logits, jnp.zeros(n), jnp.full((n,), 3.0) * (case != "constant"),
-                           jnp.zeros(m))
+    params = search_objective.Params(logits, jnp.zeros(n),
+                                     jnp.full((n,), 3.0) * (case != "constant"), jnp.zeros(m))
     for temperature in (0.2, 1e-4, None):
-        grads = jax.grad(search.objective)(params, x, eps, relation, setup,
-                                           {**relation.options, "law": "record"}, temperature)
+        grads = jax.grad(search_objective.objective)(
+            params, x, eps, relation, setup, {**relation.options, "law": "record"}, temperature)
         for leaf in jax.tree_util.tree_leaves(grads):
             assert np.all(np.isfinite(np.asarray(leaf))), (case, temperature)
 

@@ -1,5 +1,6 @@
 """Sweeps: determinism, device count, resume after kill, injected false bounds, no false alarms."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -14,9 +15,10 @@ import numpy as np
 import pytest
 
 from jaxpriv import cli, registry, report
-from jaxpriv.engines import sweep
-from jaxpriv.kernels import fused, samplers
-from jaxpriv.core.mechanisms import Mechanism
+from jaxpriv.engines import checks, settings, subject, sweep, sweep_state, sweep_step
+from jaxpriv.kernels import fused, native, samplers
+from jaxpriv.core.errors import InputError
+from jaxpriv.core.mechanisms import Mechanism, Records
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -107,7 +109,7 @@ def test_kill_9_loses_at_most_the_chunk_in_flight(tmp_path):
 def test_four_forced_devices_give_the_same_envelope(tmp_path):
     script = (
         "import sys, numpy as np, jax\n"
-        "from jaxpriv import sweep\n"
+        "from jaxpriv.engines import sweep\n"
         "c = sweep.make_config('R5', 3, 3, 8000, seed=5, chunk=4000)\n"
         "r = sweep.run(c, progress=False)\n"
         "np.savez(sys.argv[1], n=jax.device_count(), s=np.asarray(r.state.envelope.score),"
@@ -162,9 +164,9 @@ def test_memory_is_bounded_by_the_block():
     small = sweep.make_config("R1", 8, 8, 10_000, memory_mb=1)
     large = sweep.make_config("R1", 8, 8, 1_000_000_000, memory_mb=1)
     assert small.block == large.block == 2**20 // (4 * 64 * 64)
-    shapes = [leaf.shape for leaf in jax.tree_util.tree_leaves(sweep.initial_state(large))]
+    shapes = [leaf.shape for leaf in jax.tree_util.tree_leaves(sweep_state.initial_state(large))]
     assert shapes == [leaf.shape for leaf in
-                      jax.tree_util.tree_leaves(sweep.initial_state(small))]
+                      jax.tree_util.tree_leaves(sweep_state.initial_state(small))]
     default = sweep.make_config("R1", 8, 8, 10**8)
     assert default.block == 1024 and default.chunk == 2**25 // 64
     assert default.candidates == 128
@@ -268,27 +270,27 @@ def test_envelope_score_is_the_ratio_where_the_bound_scales_with_the_parameter()
 
     y = jnp.array([0.2, 0.0, 0.3, 0.5])
     p = jnp.array([0.1, 0.0, 0.0, 0.5])
-    np.testing.assert_array_equal(sweep.envelope_score(relations.R6, y, p),
+    np.testing.assert_array_equal(sweep_step.envelope_score(relations.R6, y, p),
                                   [2.0, 0.0, np.inf, 1.0])
-    np.testing.assert_array_equal(sweep.envelope_score(relations.R2, y, p), y)
+    np.testing.assert_array_equal(sweep_step.envelope_score(relations.R2, y, p), y)
 
 
 def test_candidate_lists_rank_by_slack_then_index_with_empty_entries_last():
-    """The device loop merges its running candidates with each block's (sweep._lowest): lowest
+    """The device loop merges its running candidates with each block's (sweep_state._lowest): lowest
     slack first, equal slacks to the smaller index, empty entries (index _NO_INDEX, valid uniform
     mechanisms) after every real one — even after a NaN slack, which the block ranks first (as
     −∞, so the float64 check sees it) and −0 ranked as +0."""
-    empty = sweep._no_candidates(3, 2, 3)
+    empty = sweep_state._no_candidates(3, 2, 3)
     np.testing.assert_allclose(np.exp(np.asarray(empty.log_K)).sum(-1), 1.0, rtol=1e-6)
     np.testing.assert_allclose(np.exp(np.asarray(empty.log_prior)).sum(-1), 1.0, rtol=1e-6)
     slack = jnp.array([2.0, 0.5, jnp.inf, 0.5, jnp.inf])
-    index = jnp.array([7, 9, 4, 3, sweep._NO_INDEX], jnp.int32)
-    real = sweep.Candidates(slack, index, jnp.zeros((5, 2, 3)), jnp.zeros((5, 2)),
+    index = jnp.array([7, 9, 4, 3, sweep_state._NO_INDEX], jnp.int32)
+    real = sweep_state.Candidates(slack, index, jnp.zeros((5, 2, 3)), jnp.zeros((5, 2)),
                             jnp.zeros((5, 2)), jnp.zeros((5, 3)))
     both = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b]), empty, real)
-    kept = sweep._lowest(both, 5)
-    assert np.asarray(kept.index).tolist() == [3, 9, 7, 4, sweep._NO_INDEX]
-    ranked = np.asarray(sweep._candidate_slack(jnp.array([jnp.nan, -0.0, 0.0, 1.0])))
+    kept = sweep_state._lowest(both, 5)
+    assert np.asarray(kept.index).tolist() == [3, 9, 7, 4, sweep_state._NO_INDEX]
+    ranked = np.asarray(sweep_state._candidate_slack(jnp.array([jnp.nan, -0.0, 0.0, 1.0])))
     assert ranked[0] == -np.inf and ranked[1:].tolist() == [0.0, 0.0, 1.0]
     assert not np.signbit(ranked[1])
 
@@ -298,8 +300,8 @@ def test_a_chunk_smaller_than_its_candidates_sends_every_mechanism():
     padded with empty entries): every mechanism of a 16-mechanism chunk comes back, lowest
     slack first, none of them empty."""
     config = sweep.make_config("R2", 3, 3, 64, chunk=16, block=8, candidates=16)
-    step = sweep.make_step(config)
-    state, candidates = step(sweep.initial_state(config), jnp.int32(1))
+    step = sweep_step.make_step(config)
+    state, candidates = step(sweep_state.initial_state(config), jnp.int32(1))
     index = np.asarray(candidates.index)
     assert sorted(index.tolist()) == list(range(16, 32))
     slack = np.asarray(candidates.score)
@@ -326,11 +328,11 @@ def test_a_short_sweep_is_bit_for_bit_the_same_with_either_fusion_emitters(monke
     if not samplers.native_sampler_applies():
         pytest.skip("the native kernels draw and screen here only")
     config = sweep.make_config("R5", 4, 4, 20_000, seed=4, chunk=8192, block=1024)
-    assert sweep.uses_fused_kernel(registry.get("R5"))
+    assert sweep_step.uses_fused_kernel(registry.get("R5"))
     results = []
     for bound in (fused.COMPILE_BOUND_WORK, 0):  # elemental emitters, then the default ones
         monkeypatch.setattr(fused, "COMPILE_BOUND_WORK", bound)
-        step, state = sweep.make_step(config), sweep.initial_state(config)
+        step, state = sweep_step.make_step(config), sweep_state.initial_state(config)
         for i in range(config.chunks):
             state, candidates = step(state, jnp.int32(i))
         results.append([np.asarray(a) for a in jax.tree_util.tree_leaves((state, candidates))])
@@ -349,11 +351,11 @@ def test_blocks_drawn_together_or_one_by_one_give_the_same_sweep(monkeypatch, re
     config = sweep.make_config(relation, 4, 4, 20_000, seed=6, chunk=8192, block=256,
                                candidates=48, **layout)
     results, groups = [], []
-    for entries in (1, sweep.GROUP_ENTRIES):
-        monkeypatch.setattr(sweep, "GROUP_ENTRIES", entries)
-        groups.append(sweep.block_group(config, jax.device_count()))
-        step = sweep.make_step(config)
-        state = sweep.initial_state(config)
+    for entries in (1, sweep_step.GROUP_ENTRIES):
+        monkeypatch.setattr(sweep_step, "GROUP_ENTRIES", entries)
+        groups.append(sweep_step.block_group(config, jax.device_count()))
+        step = sweep_step.make_step(config)
+        state = sweep_state.initial_state(config)
         for i in range(config.chunks):
             state, candidates = step(state, jnp.int32(i))
         results.append([np.asarray(a) for a in jax.tree_util.tree_leaves((state, candidates))])
@@ -387,13 +389,13 @@ def test_the_native_group_reduction_picks_what_xla_picks():
     mech = Mechanism(jnp.zeros((size, 2, 2)), jnp.zeros((size, 2)), jnp.zeros((size, 2)))
     values = jnp.zeros((size, 2))
     in_range = cell >= 0
-    expected = sweep._merge_best(sweep._empty_best(cells, 2, 2), jnp.where(in_range, cell, 0),
+    expected = sweep_state._merge_best(sweep_state._empty_best(cells, 2, 2), jnp.where(in_range, cell, 0),
                                  jnp.where(in_range, score, -jnp.inf), index, mech, values)
     found = np.asarray(winner) >= 0
-    np.testing.assert_array_equal(np.where(found, winner, sweep._NO_INDEX), expected.index)
+    np.testing.assert_array_equal(np.where(found, winner, sweep_state._NO_INDEX), expected.index)
     assert not found[3] and not found[5] and found.sum() >= 4
     np.testing.assert_array_equal(count, np.bincount(cell[in_range], minlength=cells))
-    expected_worst = sweep._merge_best(sweep._empty_best(1, 2, 2), jnp.zeros(size, jnp.int32),
+    expected_worst = sweep_state._merge_best(sweep_state._empty_best(1, 2, 2), jnp.zeros(size, jnp.int32),
                                        jnp.asarray(worst), index, mech, values)
     assert int(worst_at) == int(expected_worst.index[0])
     top = jax.lax.top_k(-jnp.asarray(order).reshape(3, block), k)[1]
@@ -419,14 +421,107 @@ def test_a_nan_slack_erases_no_bests_and_goes_to_the_float64_check(monkeypatch):
     monkeypatch.setattr(registry, "evaluate", with_a_nan)
     config = sweep.make_config("R5", 4, 4, 20_000, seed=6, chunk=8192, block=1024)
     results = []
-    for entries in (1, sweep.GROUP_ENTRIES):
-        monkeypatch.setattr(sweep, "GROUP_ENTRIES", entries)
-        step, state = sweep.make_step(config), sweep.initial_state(config)
+    for entries in (1, sweep_step.GROUP_ENTRIES):
+        monkeypatch.setattr(sweep_step, "GROUP_ENTRIES", entries)
+        step, state = sweep_step.make_step(config), sweep_state.initial_state(config)
         state, candidates = step(state, jnp.int32(0))
         assert np.isfinite(np.asarray(state.worst.score)).all()
-        assert int(np.sum(np.asarray(state.envelope.index) != sweep._NO_INDEX)) > 10
+        assert int(np.sum(np.asarray(state.envelope.index) != sweep_state._NO_INDEX)) > 10
         assert np.asarray(candidates.score)[0] == -np.inf
         assert np.asarray(candidates.index)[0] % 1024 == 7
         results.append([np.asarray(a) for a in jax.tree_util.tree_leaves((state, candidates))])
     for a, b in zip(*results):
         np.testing.assert_array_equal(a, b)
+
+
+# --------------------------------------------------------------------------------------------
+# the step's pieces: sampler, screen, path and grouping, chosen before anything is traced
+# --------------------------------------------------------------------------------------------
+
+
+def test_the_screen_is_the_fused_kernels_wherever_they_cover_every_notion():
+    """Record and database relations whose notions all have a screen use the fused kernels;
+    R6 (a notion without one) the reference notions; ``use_fused`` overrides either way."""
+    for rid in ("R1", "R5", "R7", "R12"):
+        assert sweep_step.choose_screen(registry.get(rid)), rid
+    assert not sweep_step.choose_screen(registry.get("R6"))
+    assert sweep_step.choose_screen(registry.get("R6"), use_fused=True)
+    assert not sweep_step.choose_screen(registry.get("R5"), use_fused=False)
+
+
+def test_the_sampler_spec_is_the_relations_hint_with_its_records_layout():
+    config = sweep.make_config("R7", 4, 4, 5000, k=2, r=2)
+    spec = sweep_step.sampler_spec(config)
+    assert (spec.n, spec.m, spec.records) == (4, 4, Records(2, 2))
+    assert spec.prior == registry.get("R7").sampling.prior
+    assert sweep_step.sampler_spec(sweep.make_config("R1", 3, 4, 5000)).records is None
+
+
+def test_the_native_path_groups_blocks_only_where_native_kernels_draw_and_screen():
+    """R5 at n = m = 8 (200,704 per chunk, blocks of 1,024): with the native sampler and the
+    fused screen a device draws ``block_group`` blocks at once and the step is compiled with
+    program_options; JAX's sampler, the reference notions (forced, or R6's) keep blocks one by
+    one under compiler_options. The group's reduction is native wherever the kernel is."""
+    config = sweep.make_config("R5", 8, 8, 200_000)
+    assert (config.chunk, config.block, config.candidates) == (200_704, 1024, 49)
+    native_reduction = jax.default_backend() == "cpu" and native.available()
+    plan = sweep_step.plan_step(config, registry.get("R5"))
+    assert plan.screen_fused and plan.candidates_per_block == 16
+    assert plan.reduce_natively == native_reduction
+    if samplers.draws_natively("auto"):
+        assert plan.all_native
+        assert plan.group == sweep_step.block_group(config, jax.device_count())
+        if jax.device_count() == 1:
+            assert plan.group == 4  # 2^18 entries of K: four blocks of 1,024 at n = m = 8
+        assert sweep_step.xla_options(config, plan) == fused.program_options(
+            8, 8, config.count * 64)
+    for plan in (sweep_step.plan_step(config, registry.get("R5"), sampler="xla"),
+                 sweep_step.plan_step(config, registry.get("R5"), use_fused=False),
+                 sweep_step.plan_step(config, registry.get("R6"))):
+        assert not plan.all_native and plan.group == 1
+        assert sweep_step.xla_options(config, plan) == fused.compiler_options(8, 8)
+
+
+def test_block_group_is_the_most_blocks_that_divide_a_devices_share():
+    """Up to 2^18 entries of K at once, a divisor of the device's blocks per chunk."""
+    config = sweep.make_config("R1", 8, 8, 10 * 1024, chunk=10 * 1024, block=1024)
+    assert sweep_step.block_group(config, 1) == 2  # 4 would not divide 10 blocks
+    assert sweep_step.block_group(config, 2) == 1  # 5 blocks per device
+    small = sweep.make_config("R1", 2, 2, 64 * 1024, chunk=64 * 1024, block=1024)
+    assert sweep_step.block_group(small, 1) == 64
+
+
+def test_a_sweep_config_built_directly_checks_itself_like_make_config():
+    """SweepConfig(...) with a bad value raises make_config's message."""
+    good = sweep.make_config("R1", 3, 4, 5000)
+    for bad, made in [(dict(n=1), lambda: sweep.make_config("R1", 1, 4, 5000)),
+                      (dict(count=0), lambda: sweep.make_config("R1", 3, 4, 0)),
+                      (dict(n=100, m=100), lambda: sweep.make_config("R1", 100, 100, 5000)),
+                      (dict(seed=-3), lambda: sweep.make_config("R1", 3, 4, 5000, seed=-3)),
+                      (dict(chunk=0), lambda: sweep.make_config("R1", 3, 4, 5000, chunk=0)),
+                      (dict(relation="R7", n=4, k=1, r=2),
+                       lambda: sweep.make_config("R7", 4, 4, 5000, k=1, r=2))]:
+        with pytest.raises(InputError) as expected:
+            made()
+        with pytest.raises(InputError) as direct:
+            sweep.SweepConfig(**{**dataclasses.asdict(good), **bad})
+        assert str(direct.value) == str(expected.value), bad
+    with pytest.raises(InputError, match="not k\\^r = 4"):
+        sweep.SweepConfig(**{**dataclasses.asdict(good), "relation": "R7", "k": 2, "r": 2})
+    assert sweep.SweepConfig(**dataclasses.asdict(good)) == good
+
+
+def test_one_place_chooses_the_engine_and_checks_layouts_and_seeds():
+    assert subject.engine_for("R5", "sweep") == "sweep"
+    assert subject.engine_for(registry.get("R5"), "search") == "search"
+    assert subject.engine_for("R14", "sweep") == subject.SETTINGS
+    config = sweep.make_config("R14", None, None, 2048)
+    assert isinstance(config, settings.StatConfig)
+    assert subject.engine_for(config, "sweep") == subject.SETTINGS
+    assert subject.engine_for(sweep.make_config("R1", 3, 4, 5000), "sweep") == "sweep"
+    assert checks.database_layout(registry.get("R1"), 2, 3) == (0, 0)
+    assert checks.database_layout(registry.get("R7"), 2, 3, 8) == (2, 3)
+    with pytest.raises(InputError, match="--k .values per record, >= 2. and --r"):
+        checks.database_layout(registry.get("R7"), 1, 3)
+    with pytest.raises(InputError, match="--seed must be a non-negative integer, got 1.5"):
+        checks.seed(1.5)

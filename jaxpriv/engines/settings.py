@@ -38,7 +38,7 @@ import numpy as np
 
 from jaxpriv import registry
 from jaxpriv.core import statistical
-from jaxpriv.engines import io, runstate
+from jaxpriv.engines import checks, io, runstate
 from jaxpriv.core.errors import InputError
 
 MODES = ("sweep", "search")
@@ -84,6 +84,14 @@ class StatConfig:
     def chunks(self) -> int:
         return -(-self.count // self.chunk)
 
+    def __post_init__(self):
+        """The checks of :func:`make_config`, with its messages, on a config built directly."""
+        relation = _statistical(self.relation)
+        _check_mode(self.mode)
+        _check_numbers(dataclasses.asdict(self))
+        if self.mode == "search":
+            _check_grid(relation, self.grid)
+
 
 def _statistical(relation_id: str):
     relation = registry.get(relation_id)
@@ -94,42 +102,56 @@ def _statistical(relation_id: str):
     return relation
 
 
+def _check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+
+
+def _check_numbers(values: dict[str, Any]) -> None:
+    """The counts, sizes and rates of a :class:`StatConfig` (``values``: its fields, or the
+    options given to :func:`make_config`; one not there is not checked)."""
+    for name in ("count", "chunk", "x_bins", "t_max", "mc_settings", "draws", "restarts",
+                 "steps", "max_witnesses"):
+        value = values.get(name, 1)
+        if int(value) != value or value < 1:
+            raise InputError(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+    if values.get("n", 2) < 2 or int(values.get("n", 2)) != values.get("n", 2):
+        raise InputError(f"--n must be an integer >= 2 (secrets of κ₁, κ₂), got {values['n']}")
+    if values.get("t_max", 1) > statistical.MAX_T:
+        raise InputError(f"--t-max must be at most {statistical.MAX_T:,}, got "
+                         f"{values['t_max']}")
+    if values.get("learning_rate", 1.0) <= 0:
+        raise InputError(f"--lr must be positive, got {values['learning_rate']}")
+    checks.seed(values.get("seed", 0))
+
+
+def _check_grid(relation, grid: tuple[float, ...]) -> None:
+    """A search's ε grid: finite, positive, inside the relation's ``x_range``."""
+    if not all(math.isfinite(x) and x > 0 for x in grid):
+        raise InputError(f"--grid points must be finite and > 0, got {list(grid)}")
+    if relation.x_range is not None and not all(relation.x_range[0] < x < relation.x_range[1]
+                                                for x in grid):
+        low, high = relation.x_range
+        raise InputError(f"{relation.id} is claimed for {low:g} < ε < {high:g}; the grid reaches "
+                         f"{min(grid) if min(grid) <= low else max(grid)}")
+
+
 def make_config(relation: str, mode: str, **overrides) -> StatConfig:
     """A validated :class:`StatConfig` (the relation's own defaults — its ε range, its chunk —
     fill what is not given)."""
     rel = _statistical(relation)
     rid = rel.id
-    if mode not in MODES:
-        raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    _check_mode(mode)
     overrides = {k: v for k, v in overrides.items() if v is not None}
     for key, value in rel.strategies.defaults.get(mode, {}).items():
         overrides.setdefault(key, value)
-    for name in ("count", "chunk", "x_bins", "t_max", "mc_settings", "draws", "restarts",
-                 "steps", "max_witnesses"):
-        value = overrides.get(name, 1)
-        if int(value) != value or value < 1:
-            raise InputError(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
-    if overrides.get("n", 2) < 2 or int(overrides.get("n", 2)) != overrides.get("n", 2):
-        raise InputError(f"--n must be an integer >= 2 (secrets of κ₁, κ₂), got {overrides['n']}")
-    if overrides.get("t_max", 1) > statistical.MAX_T:
-        raise InputError(f"--t-max must be at most {statistical.MAX_T:,}, got "
-                         f"{overrides['t_max']}")
-    if overrides.get("learning_rate", 1.0) <= 0:
-        raise InputError(f"--lr must be positive, got {overrides['learning_rate']}")
-    if int(overrides.get("seed", 0)) != overrides.get("seed", 0) or overrides.get("seed", 0) < 0:
-        raise InputError(f"--seed must be a non-negative integer, got {overrides['seed']}")
+    _check_numbers(overrides)
     grid = overrides.pop("grid", None)
     if mode == "search":
         if grid is None or len(grid) == 0:
             grid = np.linspace(*rel.grid)
         grid = tuple(sorted({float(x) for x in grid}))
-        if not all(math.isfinite(x) and x > 0 for x in grid):
-            raise InputError(f"--grid points must be finite and > 0, got {list(grid)}")
-        if rel.x_range is not None and not all(rel.x_range[0] < x < rel.x_range[1]
-                                               for x in grid):
-            low, high = rel.x_range
-            raise InputError(f"{rid} is claimed for {low:g} < ε < {high:g}; the grid reaches "
-                             f"{min(grid) if min(grid) <= low else max(grid)}")
+        _check_grid(rel, grid)
     else:
         grid = ()
     overrides["chunk"] = min(int(overrides.get("chunk", StatConfig.chunk)),

@@ -1,0 +1,174 @@
+"""A search's float64 re-evaluation, from the best parameters to real witnesses: every
+restart's best scored again in float64 (:func:`float64_scores`), the best of every grid point
+rebuilt from scratch (:func:`candidate_mechanisms`) and checked, per grid point the feasible
+witness with the least slack kept (:func:`evaluate_grid`), and every violation verified.
+
+Relations whose search hint asks for gates (the PAC notions) give outputs soft failure gates
+``g_w ∈ (0,1)``. A fractional gate is exact — it is the mechanism with output ``w`` split in
+two proportional copies, which leaves every ratio unchanged — and the best ``γ/β`` is attained
+at a single failing output (mediant inequality), so witnesses take the best binary gate set,
+keeping ``m`` outputs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxpriv import registry
+from jaxpriv.core.mechanisms import Mechanism
+from jaxpriv.engines import certify, io, runstate
+from jaxpriv.engines.search_loop import SearchState
+from jaxpriv.engines.search_objective import Params, build, objective
+from jaxpriv.kernels import fused
+
+MAX_WITNESSES = 100
+"""Violating candidates verified and saved per search (more are not re-verified)."""
+FAIL_VALUE = 2.0
+"""Output value of a failing output under gates (``|v − μ| > α`` with ``μ = 0, α = 1``); passing
+ones get 0."""
+
+
+def candidate_mechanisms(config, params: Params) -> Mechanism:
+    """The float64 mechanisms of parameters shaped ``(G, T, ...)`` (``T`` candidates per grid
+    point), built again from scratch with the retraction in float64 at each grid point, as one
+    batch ``(G, T, V, n, m)``. ``V = 1``, except with gates (PAC notions): one per binary gate set tried (the
+    gates rounded, then each single failing output)."""
+    relation = registry.get(config.relation)
+    setup = config.setup
+    with jax.enable_x64(True):
+        p64 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), params)
+        grid = jnp.asarray(config.grid, jnp.float64)
+        eps = jnp.float64(config.param)
+        mech = jax.vmap(jax.vmap(lambda p, x: build(p, x, eps, relation, setup),
+                                 in_axes=(0, None)))(p64, grid)
+        values = None
+        if setup.gates:
+            G, T, m = np.shape(params.gates)
+            rounded = (p64.gates > 0)[:, :, None, :]
+            singles = jnp.broadcast_to(jnp.eye(m, dtype=bool), (G, T, m, m))
+            values = jnp.where(jnp.concatenate([rounded, singles], axis=2), FAIL_VALUE, 0.0)
+        V = 1 if values is None else values.shape[2]
+
+        def widen(a):
+            return jnp.broadcast_to(a[:, :, None], a.shape[:2] + (V,) + a.shape[2:])
+
+        return Mechanism(widen(mech.log_K), widen(mech.log_prior), widen(mech.log_belief),
+                         values, mech.records)
+
+
+def float64_scores(config, params: Params) -> np.ndarray:
+    """The hard objective of every ``(grid point, restart)`` in float64, shape ``(G, R)``."""
+    relation = registry.get(config.relation)
+    setup = config.setup
+    options = config.options
+
+    def score(p, x):
+        value = objective(p, x, jnp.float64(config.param), relation, setup, options, None)
+        return jnp.where(jnp.isfinite(value), value, -jnp.inf)
+
+    with jax.enable_x64(True):
+        p64 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), params)
+        grid = jnp.asarray(config.grid, jnp.float64)
+        return np.asarray(jax.jit(jax.vmap(jax.vmap(score, in_axes=(0, None))),
+                                  compiler_options=fused.program_options(config.n, config.m,
+                                                                         work=0))(
+            p64, grid))
+
+
+def _checked_candidates(config, params: Params
+                        ) -> tuple[Mechanism, registry.CheckResult]:
+    """:func:`candidate_mechanisms` and the relation's float64 arithmetic on them, compiled as
+    one program (op-by-op, the first call spent seconds compiling hundreds of small ops)."""
+    relation = registry.get(config.relation)
+    options = config.options
+
+    def build_and_check(p):
+        mechs = candidate_mechanisms(config, p)
+        return mechs, tuple(registry.evaluate(relation, mechs, **options)[1:])
+
+    with jax.enable_x64(True):
+        mechs, arrays = jax.jit(build_and_check, compiler_options=fused.program_options(
+            config.n, config.m, work=0))(params)
+        return mechs, registry.CheckResult(relation.id, *(np.asarray(a) for a in arrays))
+
+
+def evaluate_grid(config, state: SearchState, out_dir: Path | None
+                  ) -> tuple[list[dict], list[dict]]:
+    """Score every restart's best parameters again in float64, rebuild the ``top`` best of every
+    grid point from scratch and check them all with one :meth:`Relation.check`; keep per grid
+    point the witness with the smallest slack there among those that satisfy its premise and
+    condition, and verify every violation. (Ranking by the float32 scores let a
+    float32-flattered restart, copied by the population step, crowd out the real optimum.)"""
+    relation = registry.get(config.relation)
+    setup = config.setup
+    options = config.options
+    best = jax.tree_util.tree_map(np.asarray, state.best_params)
+    scores = float64_scores(config, best)
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :config.top]  # (G, T)
+    rows_index = np.arange(len(config.grid))[:, None]
+    mechs, checked = _checked_candidates(config, jax.tree_util.tree_map(
+        lambda a: a[rows_index, order], best))  # checked: float64 arrays (G, T, V)
+    x = np.asarray(config.grid)[:, None, None]
+    with jax.enable_x64(True):
+        used = checked.parameter if not setup.gridded_parameter else np.full_like(
+            checked.parameter, config.param)
+        grid_bound = np.asarray(relation.bound(jnp.asarray(np.broadcast_to(x, used.shape)),
+                                               jnp.asarray(used)))
+        grid_slack = np.asarray(registry.slack(grid_bound, checked.conclusion))
+    feasible = (checked.premise <= x * (1 + 1e-9) + 1e-12) & checked.condition_holds
+    if setup.gridded_parameter:
+        feasible &= checked.parameter <= config.param * (1 + 1e-9) + 1e-12
+    cert = certify.envelope(relation, np.asarray(config.grid), config.param, n=config.n,
+                            r=config.r or None, prior=config.setup.prior, options=options)
+    rows = []
+    for g, x_g in enumerate(config.grid):
+        candidates = np.flatnonzero(feasible[g])
+        chosen = None
+        if candidates.size:
+            t, v = np.unravel_index(candidates[np.argmin(grid_slack[g].ravel()[candidates])],
+                                    feasible[g].shape)
+            levels = {k: float(getattr(checked, k)[g, t, v])
+                      for k in ("premise", "parameter", "conclusion")}
+            chosen = (float(grid_slack[g, t, v]), float(grid_bound[g, t, v]), levels,
+                      mechs[g, t, v], int(order[g, t]))
+        rows.append(_row(config, g, x_g, chosen, cert, out_dir))
+    found = []
+    for g, t, v in np.argwhere(checked.violated)[:MAX_WITNESSES]:
+        r = int(order[g, t])
+        gate_set = f"-v{v:02d}" if checked.violated.shape[2] > 1 else ""
+        target = runstate.witness_path(out_dir, f"{config.relation}-g{g:03d}-r{r:04d}{gate_set}")
+        verified = runstate.verify_witness(relation, mechs[g, t, v], options, target,
+                                           g * config.restarts + r)
+        if verified is None:
+            continue
+        verified["grid_point"] = config.grid[g]
+        found.append(runstate.keep(verified, out_dir))
+    return rows, found
+
+
+def _row(config, g, x, chosen, cert, out_dir) -> dict[str, Any]:
+    row = {"x": x, "param": config.param if config.setup.gridded_parameter else "", "premise": np.nan, "parameter": np.nan,
+           "conclusion": np.nan, "bound": np.nan, "slack": np.nan, "count": config.restarts,
+           "witness": "", "certified_slack": np.nan, "gap": np.nan,
+           "certified_slack_lower": np.nan}
+    if cert is not None:
+        row["certified_slack"] = float(cert.min_slack[g])
+        row["certified_slack_lower"] = float(cert.min_slack_lower[g])
+    if chosen is None:
+        return row
+    slack, bound, levels, mech, r = chosen
+    row.update(**levels, bound=bound, slack=slack)
+    if cert is not None:
+        # relative shortfall of the found conclusion/bound ratio against the certified one
+        row["gap"] = 1.0 - row["certified_slack"] / slack if np.isfinite(slack) else 1.0
+    if out_dir is not None:
+        name = f"witnesses/grid/g{g:03d}.json"
+        io.save_mechanism(out_dir / name, mech, relation=config.relation, grid_point=x,
+                          restart=r, **config.options)
+        row["witness"] = name
+    return row
