@@ -323,7 +323,7 @@ def _without_timing(summary: dict) -> dict:
 # one writer per run directory
 # --------------------------------------------------------------------------------------------
 
-HOLD = ("import sys, time\nfrom pathlib import Path\nfrom jaxpriv import runstate\n"
+HOLD = ("import sys, time\nfrom pathlib import Path\nfrom jaxpriv.engines import runstate\n"
         "with runstate.lock(Path(sys.argv[1]), 'test holder'):\n"
         "    print('held', flush=True)\n    time.sleep(120)\n")
 

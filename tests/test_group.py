@@ -92,7 +92,7 @@ def test_a_group_resumes_what_one_process_began(alone, tmp_path):
     --resume, to exactly the uninterrupted result."""
     code = subprocess.run([sys.executable, "-c", (
         "import jax; jax.config.update('jax_num_cpu_devices', 2)\n"
-        "from jaxpriv import sweep\n"
+        "from jaxpriv.engines import sweep\n"
         "c = sweep.make_config('R6', 3, 3, 49152, seed=3, chunk=8192)\n"
         f"sweep.run(c, {str(tmp_path / 'sweep')!r}, progress=False, max_chunks=2)\n")],
         env={**os.environ, "JAX_PLATFORMS": "cpu"}, timeout=300).returncode

@@ -106,14 +106,14 @@ def relation_ids(text: str | None) -> list[str]:
 def plan(spend: Budget, ids: list[str], seed: int = 0, memory_mb: float = 1024.0
          ) -> list[Task]:
     """The sweep and search configurations of every relation in ``ids`` at budget ``spend``."""
-    from jaxpriv.engines import search, sweep
     from jaxpriv.core.mechanisms import Records
+    from jaxpriv.engines import search, subject, sweep
 
     grid = tuple(float(v) for v in np.linspace(*spend.grid[:2], spend.grid[2]))
     tasks = []
     for rid in ids:
         relation = registry.get(rid)
-        if relation.kind == "statistical":
+        if subject.engine_for(relation, "sweep") == subject.SETTINGS:
             # a setting subject keeps its own shape (n secrets of κ₁, κ₂): None leaves it
             tasks.append(Task(rid, "sweep", sweep.make_config(
                 rid, None, None, spend.stat_count, seed, t_max=spend.t_max,

@@ -168,14 +168,13 @@ def _grid_for(relation, grid, given: bool, alone: bool):
 
 def _audit(args) -> int:
     from jaxpriv import audit, report
-    from jaxpriv.engines import group, runstate
+    from jaxpriv.engines import checks, group, runstate
 
     _start_jax(args.cpu_devices, args)
     spend = audit.budget(args.budget)
     if args.memory_mb <= 0:
         raise InputError(f"--memory-mb must be positive, got {args.memory_mb}")
-    if args.seed < 0:
-        raise InputError(f"--seed must be a non-negative integer, got {args.seed}")
+    checks.seed(args.seed)
     ids = audit.relation_ids(args.relations)
     runstate.writable_directory(args.out)
     print(f"jaxpriv audit: budget {spend.name}, {len(ids)} relations -> {args.out}")
