@@ -67,7 +67,8 @@ def check(relation: Relation, mech: Mechanism, *, parameter=None, rtol: float = 
       mech: the mechanism(s); cast to float64 here.
       parameter: the condition parameter the bound is claimed at (default: the measured one,
         which gives the tightest claim).
-      rtol, atol: violation tolerance.
+      rtol: violation tolerance, relative.
+      atol: violation tolerance, absolute.
       **options: what the notions need (their ``params``: ``law``, ``mu``, ...).
 
     Returns:
