@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from jaxpriv import registry
 from jaxpriv import InputError, audit, cli, report
 from jaxpriv.engines import certify
 from jaxpriv.report.audit_report import _details
@@ -288,7 +289,7 @@ def test_figures_certified_curve_at_unbounded_and_infinite_points():
     from jaxpriv.catalog import seed_papers as relations
 
     grid = np.linspace(0.05, 0.6, 12)
-    claim, certified, slack, upper = report.claimed_and_certified(relations.get("R8"), grid, 0.0,
+    claim, certified, slack, upper = report.claimed_and_certified(registry.get("R8"), grid, 0.0,
                                                                   4, 2)
     assert upper is None  # exact: no bracket
     cert = certify.envelope("R8", grid, n=4, r=2)
@@ -297,11 +298,11 @@ def test_figures_certified_curve_at_unbounded_and_infinite_points():
     np.testing.assert_array_equal(slack, cert.min_slack)
 
     xi = np.linspace(0.1, 1.0, 5)
-    claim, certified, _, _ = report.claimed_and_certified(relations.get("R6"), xi, 0.5, 3)
+    claim, certified, _, _ = report.claimed_and_certified(registry.get("R6"), xi, 0.5, 3)
     np.testing.assert_allclose(certified, np.exp(2 * xi), rtol=1e-9)
     assert np.allclose(claim, 1 + 4 * xi)
 
-    _, certified, slack, _ = report.claimed_and_certified(relations.get("R12"), grid, 0.0, 4, 2)
+    _, certified, slack, _ = report.claimed_and_certified(registry.get("R12"), grid, 0.0, 4, 2)
     assert (slack == 0).all() and np.isposinf(certified).all()
 
 

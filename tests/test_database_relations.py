@@ -8,6 +8,7 @@ import jax
 import numpy as np
 import pytest
 
+from jaxpriv import registry
 from jaxpriv import cli
 from jaxpriv.catalog import seed_papers as relations
 from jaxpriv.core import databases, statistical
@@ -28,13 +29,13 @@ def _batch(rng, count, k, r, m, prior_concentration):
 
 
 def test_registry_holds_r1_to_r15_with_kinds():
-    assert list(relations.REGISTRY)[:15] == [f"R{i}" for i in range(1, 16)]
+    assert list(registry.REGISTRY)[:15] == [f"R{i}" for i in range(1, 16)]
     for rid in DATABASE_RELATIONS:
-        assert relations.get(rid).kind == "mechanism"
-        assert relations.get(rid).notions <= relations.DATABASE_NOTIONS | {None}
+        assert registry.get(rid).kind == "mechanism"
+        assert registry.get(rid).notions <= relations.DATABASE_NOTIONS | {None}
     for rid in ("R14", "R15"):
-        assert relations.get(rid).kind == "statistical"
-    assert {relations.get(r).conclusion for r in ("R8", "R10", "R11")} == {"bdp", "dp"}
+        assert registry.get(rid).kind == "statistical"
+    assert {registry.get(r).conclusion for r in ("R8", "R10", "R11")} == {"bdp", "dp"}
 
 
 @pytest.mark.parametrize("k,r", [(2, 2), (2, 3), (3, 2)])
@@ -44,7 +45,7 @@ def test_no_false_alarms_on_full_support_priors(k, r, concentration):
     prior has full support. None may be reported violated on random full-support mechanisms."""
     mech = _batch(np.random.default_rng(k * 100 + r), 300, k, r, 3, concentration)
     for rid in DATABASE_RELATIONS:
-        result = relations.get(rid).check(mech)
+        result = registry.get(rid).check(mech)
         assert not result.violated.any(), rid
         assert not np.isnan(result.slack).any(), rid
         held = result.condition_holds
@@ -56,9 +57,9 @@ def test_converse_bound_is_two_atanh_of_twice_the_level():
     with jax.enable_x64(True):
         eps = np.array([0.0, 0.3, 2.0, 9.0])
         s = 0.5 - 1 / (np.exp(eps) + 1)
-        bound = np.asarray(relations.get("R10").bound(s, 0.0))
+        bound = np.asarray(registry.get("R10").bound(s, 0.0))
         np.testing.assert_allclose(bound, eps, rtol=1e-12, atol=1e-15)
-        assert np.asarray(relations.get("R10").bound(np.array([0.5, 0.7]), 0.0)).tolist() == \
+        assert np.asarray(registry.get("R10").bound(np.array([0.5, 0.7]), 0.0)).tolist() == \
             [math.inf, math.inf]
 
 
@@ -69,7 +70,7 @@ def test_r10_is_tight_as_sp_vanishes_for_one_record_randomized_response():
         K = np.array([[np.exp(eps), 1.0], [1.0, np.exp(eps)]]) / (1 + np.exp(eps))
         with jax.enable_x64(True):
             mech = Mechanism.from_K(K, records=Records(k=2, r=1), dtype=np.float64)
-        result = relations.get("R10").check(mech)
+        result = registry.get("R10").check(mech)
         assert float(result.premise) == pytest.approx(math.tanh(eps / 4), rel=1e-12)
         assert float(result.conclusion) == pytest.approx(eps, rel=1e-12)
         expected = 2 * math.atanh(2 * math.tanh(eps / 4)) / eps
@@ -85,7 +86,7 @@ def test_finding_r12_fails_for_a_prior_with_zero_mass():
     to conditionals the prior does not define."""
     mech, extras = io.load_mechanism(EXAMPLES / "r12_counterexample.json")
     assert extras["relation"] == "R12"
-    result = relations.get("R12").check(mech)
+    result = registry.get("R12").check(mech)
     assert result.condition_holds and result.violated
     assert float(result.premise) == 0.0
     assert float(result.conclusion) == pytest.approx(math.log(5), rel=1e-12)
@@ -93,7 +94,7 @@ def test_finding_r12_fails_for_a_prior_with_zero_mass():
     with jax.enable_x64(True):
         full = Mechanism.from_K(np.exp(np.asarray(mech.log_K)), np.array([0.4, 0.1, 0.1, 0.4]),
                                 records=mech.records, dtype=np.float64)
-    assert not relations.get("R12").check(full).violated
+    assert not registry.get("R12").check(full).violated
 
 
 def test_r12_counterexample_via_the_cli(capsys):
@@ -115,7 +116,7 @@ def test_r13_holds_in_004s_family_and_fails_under_the_whole_database_reading():
         bdp = float(databases.bdp(mech))
     assert narrow == pytest.approx(math.log(2.5), rel=1e-12)
     assert bdp > 1.4 * narrow
-    result = relations.get("R13").check(mech)
+    result = registry.get("R13").check(mech)
     assert not result.violated and float(result.premise) == pytest.approx(bdp, rel=1e-12)
 
 
@@ -126,7 +127,7 @@ def test_r8_is_not_claimed_where_a_game_is_undefined():
     with jax.enable_x64(True):
         mech = Mechanism.from_K(K, np.array([0.0, 0.5, 0.5, 0.0]), records=Records(k=2, r=2),
                                 dtype=np.float64)
-    result = relations.get("R8").check(mech)
+    result = registry.get("R8").check(mech)
     assert not result.condition_holds and not result.violated
 
 
@@ -134,11 +135,11 @@ def test_r8_is_not_claimed_where_a_game_is_undefined():
 
 
 def test_r14_check_exact_and_its_finding():
-    held = relations.get("R14").check(T=1000, kappa1=0.3, eps=0.2)
+    held = registry.get("R14").check(T=1000, kappa1=0.3, eps=0.2)
     assert held.condition_holds and not held.violated and float(held.slack) > 1
     assert float(held.conclusion) == pytest.approx(
         float(statistical.failure_probability(1000, 0.3, 0.2)), rel=1e-12)
-    false = relations.get("R14").check(T=1000, kappa1=0.01, eps=4.0)
+    false = registry.get("R14").check(T=1000, kappa1=0.01, eps=4.0)
     assert false.violated
     assert float(false.conclusion) == pytest.approx(1.556e-20, rel=1e-3)
     assert float(false.bound) == pytest.approx(2 * math.exp(-16 * 10 / 3), rel=1e-12)
@@ -147,12 +148,12 @@ def test_r14_check_exact_and_its_finding():
 def test_r15_check_and_its_condition():
     rng = np.random.default_rng(3)
     k1, k2 = rng.dirichlet(np.ones(4)), rng.dirichlet(np.ones(4))
-    result = relations.get("R15").check(kappa1=k1, kappa2=k2, eps=0.5)
+    result = registry.get("R15").check(kappa1=k1, kappa2=k2, eps=0.5)
     assert result.condition_holds and not result.violated and float(result.slack) > 1
-    outside = relations.get("R15").check(kappa1=k1, kappa2=k2, eps=1.5)
+    outside = registry.get("R15").check(kappa1=k1, kappa2=k2, eps=1.5)
     assert not outside.condition_holds and not outside.violated
     with pytest.raises(InputError, match="kappa2"):
-        relations.get("R15").check(kappa1=k1, eps=0.5)
+        registry.get("R15").check(kappa1=k1, eps=0.5)
 
 
 def test_statistical_witness_via_the_cli(tmp_path, capsys):

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxpriv import registry
 from jaxpriv.catalog import seed_papers as relations
 from jaxpriv.core import databases
 from jaxpriv.engines import certify, search
@@ -16,7 +17,7 @@ from jaxpriv.core.mechanisms import Mechanism, Records
 
 @pytest.mark.parametrize("relation_id", ["R8", "R9", "R10", "R12", "R13"])
 def test_retraction_meets_the_premise_and_is_the_identity_on_feasible_mechanisms(relation_id):
-    relation = relations.get(relation_id)
+    relation = registry.get(relation_id)
     records = Records(2, 2)
     setup = search.setup_for(relation, records)
     config = search.make_config(relation_id, 4, 3, (0.3,), k=2, r=2, restarts=6)
@@ -26,7 +27,7 @@ def test_retraction_meets_the_premise_and_is_the_identity_on_feasible_mechanisms
         for restart in range(6):
             p = jax.tree_util.tree_map(lambda a: a[restart] * 3.0, params)
             mech = search.build(p, jnp.float64(0.3), jnp.float64(0.0), relation, setup)
-            level = float(relations.NOTIONS[relation.premise].evaluate(mech))
+            level = float(registry.NOTIONS[relation.premise].evaluate(mech))
             assert level <= 0.3 * (1 + 1e-9) + 1e-12
             # a feasible mechanism is kept as it is
             again = search.Params(mech.log_K, mech.log_prior, p.belief, p.gates)

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxpriv import registry
 from jaxpriv import report
 from jaxpriv.core import databases
 from jaxpriv.core.errors import InputError
@@ -190,9 +191,9 @@ def test_injected_false_database_bound_is_found_and_its_witness_rechecks(tmp_pat
     from jaxpriv import cli
     from jaxpriv.catalog import seed_papers as relations
     from jaxpriv.engines import sweep
-    relation = relations.register(relations.Relation(
+    relation = registry.register(registry.Relation(
         id="TEST-R9-TENTH", statement="ε-DP ⇒ SP ≤ (e^{2ε}−1)/10 (deliberately false)",
-        sources=(relations.Source("004", "Thm 2, divided by 10"),), premise="dp",
+        sources=(registry.Source("004", "Thm 2, divided by 10"),), premise="dp",
         conclusion="sp_belief", condition="—", bound=lambda x, eps: jnp.expm1(2 * x) / 10),
         replace=True)
     try:
@@ -206,7 +207,7 @@ def test_injected_false_database_bound_is_found_and_its_witness_rechecks(tmp_pat
         assert cli.main(["check", "R9", str(witness)]) == 0  # the published bound holds on it
         capsys.readouterr()
     finally:
-        relations.REGISTRY.pop(relation.id, None)
+        registry.REGISTRY.pop(relation.id, None)
 
 
 def test_database_relations_need_a_layout_and_all_skips_them_when_n_is_not_k_to_the_r(

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import random_prior
+from jaxpriv import registry
 from jaxpriv import InputError, Mechanism
 from jaxpriv.catalog import seed_papers as relations
 from jaxpriv.core import families
@@ -16,17 +17,17 @@ from jaxpriv.catalog.seed_papers import Source
 
 
 def test_registry_has_r1_to_r6_with_sources():
-    assert [r for r in relations.REGISTRY if r in {f"R{i}" for i in range(1, 7)}] == \
+    assert [r for r in registry.REGISTRY if r in {f"R{i}" for i in range(1, 7)}] == \
         [f"R{i}" for i in range(1, 7)]
-    for relation in relations.REGISTRY.values():
+    for relation in registry.REGISTRY.values():
         if not re.fullmatch(r"R\d+", relation.id):
             continue  # a plugin's relation may cite any paper
         assert relation.sources, relation.id
         for source in relation.sources:
-            assert source.paper in relations.PAPERS
-    assert relations.get("r5") is relations.REGISTRY["R5"]
+            assert source.paper in registry.PAPERS
+    assert registry.get("r5") is registry.REGISTRY["R5"]
     with pytest.raises(InputError, match="unknown relation 'R99'"):
-        relations.get("R99")
+        registry.get("R99")
 
 
 def test_binary_rr_slack_closed_form():
@@ -35,7 +36,7 @@ def test_binary_rr_slack_closed_form():
     eps = np.array([0.1, 1.0, 4.0])
     mech = families.randomized_response(eps)
     mbp = np.log((1 + np.exp(eps)) / 2)
-    r1, r2 = relations.get("R1").check(mech), relations.get("R2").check(mech)
+    r1, r2 = registry.get("R1").check(mech), registry.get("R2").check(mech)
     assert r1.condition_holds.all() and not r1.violated.any()
     np.testing.assert_allclose(r1.slack, eps / mbp, rtol=1e-6)
     np.testing.assert_allclose(r2.slack, 2 * mbp / eps, rtol=1e-6)
@@ -43,18 +44,18 @@ def test_binary_rr_slack_closed_form():
 
 def test_uniform_condition_fails_for_skewed_prior(x64):
     mech = families.randomized_response(1.0, prior=np.array([0.3, 0.7]))
-    result = relations.get("R1").check(mech)
+    result = registry.get("R1").check(mech)
     assert not result.condition_holds and not result.violated
     assert result.parameter == pytest.approx(math.log(0.7 / 0.3), rel=1e-12)
 
 
 def test_parameter_given_below_measured_means_no_claim():
     mech = families.k_randomized_response(3, 2.0, prior=np.array([0.2, 0.3, 0.5]))
-    measured = relations.get("R3").check(mech)
+    measured = registry.get("R3").check(mech)
     assert measured.condition_holds and measured.parameter_used == measured.parameter
-    below = relations.get("R3").check(mech, parameter=0.5 * float(measured.parameter))
+    below = registry.get("R3").check(mech, parameter=0.5 * float(measured.parameter))
     assert not below.condition_holds and not below.violated
-    above = relations.get("R3").check(mech, parameter=10.0)
+    above = registry.get("R3").check(mech, parameter=10.0)
     assert above.condition_holds and above.bound == pytest.approx(float(above.premise) + 10.0)
 
 
@@ -62,7 +63,7 @@ def test_r5_uses_belief_distance():
     rng = np.random.default_rng(5)
     mech = Mechanism.from_K(rng.dirichlet(np.ones(4), size=4), random_prior(rng, 4),
                             random_prior(rng, 4))
-    result = relations.get("R5").check(mech)
+    result = registry.get("R5").check(mech)
     assert result.parameter > 0 and result.condition_holds and not result.violated
     x, e = float(result.premise), float(result.parameter)
     assert float(result.bound) == pytest.approx(math.sqrt(0.5 * (x + e) * math.expm1(x + e)))
@@ -82,7 +83,7 @@ def test_no_false_alarms_for_true_bounds_on_many_mechanisms_including_extreme_on
                 belief = rng.dirichlet(np.full(n, 0.3), size=3000)
                 for rid, p, b in (("R1", None, None), ("R2", None, None), ("R3", prior, None),
                                   ("R4", prior, None), ("R5", prior, belief)):
-                    result = relations.get(rid).check(Mechanism.from_K(K, p, b))
+                    result = registry.get(rid).check(Mechanism.from_K(K, p, b))
                     assert not result.violated.any(), (rid, n, m, concentration)
                     assert not np.isnan(result.slack).any()
                     assert (result.slack[result.condition_holds] >= 1.0 - 1e-9).all()
@@ -91,7 +92,7 @@ def test_no_false_alarms_for_true_bounds_on_many_mechanisms_including_extreme_on
 def test_tolerance_prevents_rounding_alarms():
     # A conclusion exactly at its bound (R2 is tight when the bound is attained) is not a
     # violation, even when rounding puts it a hair above.
-    relation = relations.Relation(
+    relation = registry.Relation(
         id="TEST-EXACT", statement="LDP ≤ LDP", sources=(Source("003", "none"),),
         premise="ldp", conclusion="ldp", condition="none", bound=lambda x, e: x * (1 - 1e-13))
     result = relation.check(families.randomized_response(np.linspace(0.1, 5, 50)))
@@ -99,7 +100,7 @@ def test_tolerance_prevents_rounding_alarms():
 
 
 def test_injected_false_bound_is_reported_violated(too_tight_relation):
-    result = relations.get(too_tight_relation.id).check(families.randomized_response(1.0))
+    result = registry.get(too_tight_relation.id).check(families.randomized_response(1.0))
     assert result.violated and result.slack < 1
 
 
@@ -122,7 +123,7 @@ def r6_witness(xi: float, s: float = 0.05, p0: float = 0.01) -> Mechanism:
 def test_r6_is_false_for_xi_above_0_628(xi):
     # FINDING (002 Thm IV.7 / A.9): the proof's step e^{2ξ} ≤ 1 + 2ξ + 4ξ² ≤ 1 + 4ξ needs
     # ξ ≤ ½ for the second inequality; the claim itself fails once e^{2ξ} > 1 + 4ξ, ξ > 0.6282.
-    result = relations.get("R6").check(r6_witness(xi), mu=0.0, alpha=1.0, d_true=0)
+    result = registry.get("R6").check(r6_witness(xi), mu=0.0, alpha=1.0, d_true=0)
     assert result.premise == pytest.approx(xi, rel=1e-12)
     assert result.condition_holds and result.violated
     assert result.conclusion / result.parameter == pytest.approx(math.exp(2 * xi), rel=1e-12)
@@ -131,25 +132,25 @@ def test_r6_is_false_for_xi_above_0_628(xi):
 
 @pytest.mark.parametrize("xi", [0.1, 0.4, 0.6])
 def test_r6_holds_below_the_crossover_for_the_extreme_witness(xi):
-    result = relations.get("R6").check(r6_witness(xi), mu=0.0, alpha=1.0, d_true=0)
+    result = registry.get("R6").check(r6_witness(xi), mu=0.0, alpha=1.0, d_true=0)
     assert result.condition_holds and not result.violated
     assert result.slack == pytest.approx((1 + 4 * xi) / math.exp(2 * xi), rel=1e-12)
 
 
 def test_r6_needs_its_options():
     # Relation.check evaluates at the relation's own options (R6: μ = 0, α = 1, d_true = 0)
-    own = relations.get("R6").check(r6_witness(0.5))
-    given = relations.get("R6").check(r6_witness(0.5), mu=0.0, alpha=1.0, d_true=0)
+    own = registry.get("R6").check(r6_witness(0.5))
+    given = registry.get("R6").check(r6_witness(0.5), mu=0.0, alpha=1.0, d_true=0)
     assert own.slack == given.slack
     # the registry's check takes only what it is given
     with pytest.raises(InputError, match="needs 'd_true'"):
-        relations.check(relations.get("R6"), r6_witness(0.5), mu=0.0, alpha=1.0)
+        registry.check(registry.get("R6"), r6_witness(0.5), mu=0.0, alpha=1.0)
     with pytest.raises(InputError, match="need output values"):
-        relations.get("R6").check(families.randomized_response(0.5), mu=0.0, alpha=1.0, d_true=0)
+        registry.get("R6").check(families.randomized_response(0.5), mu=0.0, alpha=1.0, d_true=0)
 
 
 def test_slack_conventions():
-    s = np.asarray(relations.slack(np.array([1.0, np.inf, 2.0, 0.0, 1.0]),
+    s = np.asarray(registry.slack(np.array([1.0, np.inf, 2.0, 0.0, 1.0]),
                                    np.array([0.0, 1.0, np.inf, 0.0, 2.0])))
     np.testing.assert_array_equal(s, [np.inf, np.inf, 0.0, np.inf, 0.5])
 
@@ -158,7 +159,7 @@ def test_r2_is_attained_by_4ary_rr_at_eps_2ln3_and_not_reported_violated(x64):
     # 4-RR: ξ = max(B, ε − B), B = log((e^ε+3)/4). The branches meet where e^{ε/2} = 3
     # (x² − 4x + 3 = 0), i.e. ε = 2 ln 3, where ξ = ε/2 and LDP = ε = 2ξ: R2 holds with equality.
     mech = families.k_randomized_response(4, 2 * math.log(3))
-    result = relations.get("R2").check(mech)
+    result = registry.get("R2").check(mech)
     assert result.slack == pytest.approx(1.0, abs=1e-12)
     assert result.condition_holds and not result.violated
 
@@ -170,7 +171,7 @@ def test_every_certificate_links_to_its_proof():
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "certified.md").read_text()
     anchors = set(re.findall(r"\{#([a-z0-9-]+)\}", text))
-    for relation in relations.REGISTRY.values():
+    for relation in registry.REGISTRY.values():
         if getattr(relation, "certificate", None) is None:
             continue
         page, _, anchor = relation.proof.partition("#")

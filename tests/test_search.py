@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from jaxpriv import registry
 from jaxpriv import cli, report
 from jaxpriv.catalog import seed_papers as relations
 from jaxpriv.core import notions
@@ -42,7 +43,7 @@ def _levels_2x2(a, b, pi0):
 def test_certified_envelope_is_the_maximum_over_an_exhaustive_grid(relation_id, eps):
     """E_R(x) ≥ every grid mechanism's conclusion, and the grid comes within 1e-3 of it."""
     t = np.linspace(1e-4, 1 - 1e-4, 700)
-    relation = relations.get(relation_id)
+    relation = registry.get(relation_id)
     for x in (0.3, 1.0, 2.5):
         best = 0.0
         # R4 at x ≤ ε is attained only at π0 = 1/(1+e^x) exactly: keep it among the priors
@@ -147,7 +148,7 @@ def test_injected_false_bound_is_found_by_the_search(too_tight_relation):
 def test_reported_witnesses_keep_premise_and_condition(relation_id, param, tmp_path):
     config = search.make_config(relation_id, 3, 3, (0.2, 1.0), param=param, **QUICK)
     result = search.run(config, tmp_path / "run", progress=False, write=report.write_search)
-    relation = relations.get(relation_id)
+    relation = registry.get(relation_id)
     from jaxpriv.engines import io
     for row in result.rows:
         mech, extras = io.load_mechanism(tmp_path / "run" / row["witness"])
@@ -186,7 +187,7 @@ def test_search_envelope_dominates_the_sweep_envelope(tmp_path):
 @given(st.sampled_from(["R1", "R2", "R3", "R4", "R5", "R6"]), st.floats(1e-4, 4.0),
        st.floats(0.0, 2.0), st.integers(0, 2**31 - 1), st.floats(0.1, 30.0))
 def test_the_retraction_lands_in_the_feasible_set(relation_id, x, eps, seed, scale):
-    relation = relations.get(relation_id)
+    relation = registry.get(relation_id)
     setup = search.setup_for(relation)
     if relation.premise_limit is not None:
         x = min(x, relation.premise_limit)
@@ -196,7 +197,7 @@ def test_the_retraction_lands_in_the_feasible_set(relation_id, x, eps, seed, sca
         params = search_objective.Params(*(jnp.asarray(scale * rng.standard_normal(shape))
                                            for shape in ((3, 4), (3,), (3,), (4,))))
         mech = search_objective.build(params, jnp.float64(x), jnp.float64(eps), relation, setup)
-        premise = float(relations.NOTIONS[relation.premise].evaluate(mech))
+        premise = float(registry.NOTIONS[relation.premise].evaluate(mech))
         assert premise <= x * (1 + 1e-9) + 1e-12
         assert float(notions.eps_unif(mech)) <= (eps if setup.prior != "free" else np.inf) + 1e-9
         assert float(notions.eps_bel(mech)) <= eps + 1e-9
@@ -204,7 +205,7 @@ def test_the_retraction_lands_in_the_feasible_set(relation_id, x, eps, seed, sca
 
 
 def test_the_retraction_is_the_identity_on_feasible_mechanisms():
-    relation = relations.get("R2")
+    relation = registry.get("R2")
     setup = search.setup_for(relation)
     logits = jnp.log(jnp.array([[0.5, 0.3, 0.2], [0.4, 0.35, 0.25], [0.45, 0.3, 0.25]]))
     params = search_objective.Params(logits, jnp.zeros(3), jnp.zeros(3), jnp.zeros(3))
@@ -215,7 +216,7 @@ def test_the_retraction_is_the_identity_on_feasible_mechanisms():
 @pytest.mark.parametrize("relation_id", ["R1", "R2", "R3", "R4", "R5", "R6"])
 @pytest.mark.parametrize("case", ["feasible", "tiny_x", "extreme_logits", "constant"])
 def test_gradients_are_finite_at_boundary_points(relation_id, case):
-    relation = relations.get(relation_id)
+    relation = registry.get(relation_id)
     setup = search.setup_for(relation)
     n, m = 3, 4
     logits = {"feasible": 0.01 * jnp.arange(n * m, dtype=jnp.float32).reshape(n, m),

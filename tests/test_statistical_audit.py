@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from jaxpriv import registry
 from jaxpriv import cli, report
 from jaxpriv.catalog import seed_papers as relations
 from jaxpriv.core import statistical
@@ -54,7 +55,7 @@ def test_r14_sweep_finds_the_large_epsilon_failure_and_monte_carlo_agrees(tmp_pa
         data = json.loads((tmp_path / name).read_text())
         assert data["relation"] == "R14"
         fields = {k: v for k, v in data.items() if k != "relation"}
-        assert relations.get("R14").check(**fields).violated
+        assert registry.get("R14").check(**fields).violated
         assert data["eps"] > 1  # the Chernoff form it comes from needs ε ≤ 1
     with open(tmp_path / "envelope.csv") as f:
         rows = list(csv.DictReader(f))
@@ -69,7 +70,7 @@ def test_r14_rows_are_the_exact_check_of_their_witness(tmp_path):
     result = sa.run(config, tmp_path, progress=False, write=report.write_statistical)
     for row in result.rows:
         data = json.loads((tmp_path / row["witness"]).read_text())
-        checked = relations.get("R14").check(T=data["T"], kappa1=data["kappa1"], eps=data["eps"])
+        checked = registry.get("R14").check(T=data["T"], kappa1=data["kappa1"], eps=data["eps"])
         assert row["slack"] == float(checked.slack)
         log_failure = float(statistical.log_failure_probability(data["T"], data["kappa1"],
                                                                 data["eps"]))
@@ -117,7 +118,7 @@ def test_r15_search_reaches_the_sweep_and_stays_below_the_bound(tmp_path):
         # (the slack falls with ε below 0.9, so the edge is the bin's worst point)
         assert search_row["slack"] <= sweep_row["slack"] * (1 + 1e-6)
     data = json.loads((tmp_path / searched.rows[0]["witness"]).read_text())
-    checked = relations.get("R15").check(kappa1=data["kappa1"], kappa2=data["kappa2"],
+    checked = registry.get("R15").check(kappa1=data["kappa1"], kappa2=data["kappa2"],
                                          eps=data["eps"])
     assert float(checked.conclusion) == pytest.approx(searched.rows[0]["conclusion"], rel=1e-12)
 

@@ -226,7 +226,7 @@ def test_envelope_rows_are_the_float64_levels_of_their_witness_files(tmp_path):
     with open(tmp_path / "envelope.csv") as f:
         rows = list(csv.DictReader(f))
     assert rows
-    relation = relations.get("R3")
+    relation = registry.get("R3")
     for row in rows:
         mech, extras = io.load_mechanism(tmp_path / row["witness"])
         assert extras["relation"] == "R3"

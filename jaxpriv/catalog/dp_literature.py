@@ -27,8 +27,8 @@ Certificates (proofs in ``docs/certified.md#d-relations``):
 
 Examples:
   >>> from jaxpriv import families
-  >>> from jaxpriv.catalog import seed_papers as relations
-  >>> result = relations.get("D1").check(families.randomized_response(1.0))
+  >>> from jaxpriv import registry
+  >>> result = registry.get("D1").check(families.randomized_response(1.0))
   >>> round(float(result.slack), 12)  # binary RR attains KOV's bound
   1.0
 """
