@@ -142,3 +142,16 @@ def test_no_module_outside_the_registry_and_catalog_names_a_relation():
              if p.relative_to(root).parts[0] not in ("registry", "catalog")
              and RELATION_ID.search(p.read_text())]
     assert named == []
+
+
+def test_the_package_data_names_files_that_exist():
+    """A non-editable install ships what ``pyproject.toml`` names (the native kernel's C++
+    source among them: without it the kernel is silently unavailable): every pattern must match
+    a file of the package."""
+    import tomllib
+
+    root = Path(jaxpriv.__file__).parent
+    patterns = tomllib.loads((root.parent / "pyproject.toml").read_text()
+                             )["tool"]["setuptools"]["package-data"]["jaxpriv"]
+    assert [p for p in patterns if not list(root.glob(p))] == []
+    assert list(root.glob("kernels/native/*.cc"))
