@@ -164,7 +164,7 @@ BUILTIN = (
            post_processing=True, retract=retractions.database_retraction("mp"),
            screen="mp", screen_requires={"family": "004"},
            label="MP level (004 family 𝔻_*)", details=_mp_details),
-    Notion("bsp_games", lambda mech: databases.bsp_games_defined(mech).astype(mech.log_K.dtype),
+    Notion("bsp_games", databases.bsp_games,
            doc="1 if BSP's game i exists wherever BDP compares (the prior allows every ⊥-reset "
                "(⊥, x_S) of a partial database it allows), else 0", source=SEED["2.6"],
            unit="indicator", needs_records=True, needs_prior=True, show=False,

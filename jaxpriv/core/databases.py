@@ -384,6 +384,12 @@ def _posterior_distance(log_a, log_b):
 MP_FAMILIES = ("004", "databases")
 
 
+def bsp_games(mech: Mechanism) -> Float[Array, "*b"]:
+    """:func:`bsp_games_defined` as a level: 1.0 where BSP's games exist, else 0.0 (the
+    mechanism's dtype)."""
+    return bsp_games_defined(mech).astype(mech.log_K.dtype)
+
+
 def mp_at(mech: Mechanism, p, family: str = "004") -> Float[Array, "*b"]:
     """MP level at ``p`` over the two-point family 𝔻_* (Li et al., 004 Def. 3; SPEC §2.6).
 

@@ -415,11 +415,7 @@ def database_levels(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n
                             for name in DatabaseLevels._fields))
 
 
-_DATABASE_REFERENCE = {
-    "dp": databases.dp, "bdp": databases.bdp, "sp": databases.sp, "bsp": databases.bsp,
-    "mp": databases.mp,
-    "bsp_games": lambda mech: databases.bsp_games_defined(mech).astype(mech.log_K.dtype),
-}
+_DATABASE_REFERENCE = {name: getattr(databases, name) for name in DatabaseLevels._fields}
 
 
 SCREENS = RecordLevels._fields + DatabaseLevels._fields

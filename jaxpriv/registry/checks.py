@@ -92,13 +92,17 @@ _compiled_checks: dict[Any, Callable] = {}
 _not_compiled: set[Any] = set()
 
 
-def _check_key(relation, measured: bool, rtol, atol, options):
+def _hashable(*parts):
+    """``parts`` as a cache key, or ``None`` where an option is unhashable (then not cached)."""
     try:
-        key = (relation, measured, rtol, atol, tuple(sorted(options.items())))
-        hash(key)
-        return key
-    except TypeError:  # an unhashable option: not cached
+        hash(parts)
+        return parts
+    except TypeError:
         return None
+
+
+def _check_key(relation, measured: bool, rtol, atol, options):
+    return _hashable(relation, measured, rtol, atol, tuple(sorted(options.items())))
 
 
 def _compiled_check(key):
@@ -147,10 +151,8 @@ def _compiled_level(record, params: dict):
     on every call was traced, lowered and compiled again every time (``jaxpriv show`` compiled
     ~90 programs per witness, however many it had seen before). Unhashable parameters: not
     cached."""
-    try:
-        key = (record, tuple(sorted(params.items())))
-        hash(key)
-    except TypeError:
+    key = _hashable(record, tuple(sorted(params.items())))
+    if key is None:
         return jax.jit(lambda m: record.evaluate(m, params))
     if key not in _compiled_levels:
         _compiled_levels[key] = jax.jit(lambda m: record.evaluate(m, params))
