@@ -13,10 +13,16 @@ from jaxpriv.core.mechanisms import Mechanism
 from tests.conftest import random_prior, random_stochastic
 
 
-def reference_levels(mech: Mechanism) -> dict[str, np.ndarray]:
+def _reference_levels(mech: Mechanism) -> dict[str, jax.Array]:
     return {"ldp": notions.ldp(mech), "mbp": notions.mbp(mech),
             "abp": notions.abp(mech, "record").level, "eps_unif": notions.eps_unif(mech),
             "eps_bel": notions.eps_bel(mech)}
+
+
+def reference_levels(mech: Mechanism) -> dict[str, np.ndarray]:
+    """The reference notions (jaxpriv.core.notions), compiled as one program (op by op they
+    dispatched hundreds of small ones per shape)."""
+    return jax.jit(_reference_levels)(mech)
 
 
 def fused_levels(mech: Mechanism, tile: int | None = None,

@@ -3,6 +3,7 @@
 import json
 import math
 
+import jax
 import numpy as np
 import pytest
 
@@ -56,7 +57,8 @@ def _assert_close(actual, expected, key, name):
 def test_kernels_match_oracle(x64, name):
     K, prior, belief = CASES[name]
     expected = reference.levels(K, prior, belief)
-    got = notions.levels(Mechanism.from_K(K, prior, belief))
+    # compiled, as every caller runs it (op by op, one small program per operation: 5-10 s)
+    got = jax.jit(notions.levels)(Mechanism.from_K(K, prior, belief))
     for key, value in expected.items():
         _assert_close(got[key], value, key, name)
 

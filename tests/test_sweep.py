@@ -199,7 +199,10 @@ def test_existing_run_directory_needs_resume(tmp_path, capsys):
 
 
 def test_sweep_all_writes_one_directory_per_relation(tmp_path, capsys):
-    code = cli.main(["sweep", "--relation", "R*,D1", "--n", "3", "--m", "2", "--count", "3000",
+    # several relations, a D one among them (not every R*: the database and statistical
+    # relations compiled for 30 s, and this test reads R1–R6)
+    code = cli.main(["sweep", "--relation", "R1,R2,R3,R4,R5,R6,D1", "--n", "3", "--m", "2",
+                     "--count", "3000",
                      "--out", str(tmp_path), "--quiet"])
     violated = []
     for rid in ("R1", "R2", "R3", "R4", "R5", "R6"):
@@ -214,6 +217,7 @@ def test_sweep_all_writes_one_directory_per_relation(tmp_path, capsys):
         assert (tmp_path / rid / "envelope.png").stat().st_size > 10_000
     assert code == (1 if any(violated) else 0)
     assert not any(violated[:5])  # R1–R5 hold
+    assert json.loads((tmp_path / "D1" / "summary.json").read_text())["relation"] == "D1"
 
 
 def test_envelope_rows_are_the_float64_levels_of_their_witness_files(tmp_path):
