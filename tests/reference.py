@@ -291,3 +291,55 @@ def literature_levels(K, prior=None, order=2.0, epsilon=1.0, delta=1e-5):
         "max_leakage": max_leakage(K, prior), "pml": pml(K, prior),
     }
     return {k: float(v) for k, v in out.items()}
+
+
+# -- composition (SPEC §6): the k-fold product distributions themselves, all m^k sequences ----
+
+
+def product(P, k: int):
+    """``P^⊗k`` as a list over every output sequence (``m^k`` entries, 50 digits)."""
+    import itertools
+
+    P = _m(P)
+    return [mp.fprod(P[w] for w in seq) for seq in itertools.product(range(len(P)), repeat=k)]
+
+
+def composed_delta(P, Q, k: int, eps):
+    """``δ_k(ε) = Σ_o max(0, P^⊗k(o) − e^ε Q^⊗k(o))`` over every sequence ``o``."""
+    return hockey_stick(product(P, k), product(Q, k), mp.mpf(eps))
+
+
+def composed_eps(P, Q, k: int, delta, steps: int = 80):
+    """Least ε ≥ 0 with ``δ_k(ε) ≤ δ``, by bisection on the sequences' hockey stick
+    (``steps`` halvings of ``[0, D_∞ + 1]``: below 1e-20 for ``D_∞ < 1e4``)."""
+    P, Q, delta = product(P, k), product(Q, k), mp.mpf(delta)
+    if hockey_stick(P, Q, 0) <= delta:
+        return mp.mpf(0)
+    if mp.fsum(a for a, b in zip(P, Q) if b == 0) > delta:
+        return INF
+    lo, hi = mp.mpf(0), d_inf(P, Q) + 1
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if hockey_stick(P, Q, mid) <= delta else (mid, hi)
+    return hi
+
+
+def rr_composed_delta(eps, k: int, eps_prime):
+    """SPEC §6's closed form for k uses of binary randomized response RR_ε (Kairouz, Oh,
+    Viswanath 2015): ``(1+e^ε)^−k Σ_l C(k,l) max(0, e^{(k−l)ε} − e^{ε'+lε})``."""
+    eps, eps_prime = mp.mpf(eps), mp.mpf(eps_prime)
+    total = mp.fsum(mp.binomial(k, l) * max(mp.mpf(0), mp.exp((k - l) * eps)
+                                             - mp.exp(eps_prime + l * eps)) for l in range(k + 1))
+    return total / (1 + mp.exp(eps)) ** k
+
+
+def rr_composed_eps(eps, k: int, delta, steps: int = 80):
+    """Least ε' ≥ 0 with :func:`rr_composed_delta` ``≤ δ`` (bisection on [0, kε])."""
+    delta = mp.mpf(delta)
+    if rr_composed_delta(eps, k, 0) <= delta:
+        return mp.mpf(0)
+    lo, hi = mp.mpf(0), k * mp.mpf(eps)
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if rr_composed_delta(eps, k, mid) <= delta else (mid, hi)
+    return hi

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import logsumexp
 
-from jaxpriv.core import databases, notions, pair_notions, retractions
+from jaxpriv.core import composition, databases, notions, pair_notions, retractions
 from jaxpriv.core.divergences import safe_log
 from jaxpriv.registry import REQUIRED, Notion, Source, register
 
@@ -216,4 +216,25 @@ LITERATURE = (
 )
 
 for _notion in LITERATURE:
+    register(_notion, replace=True)
+
+
+# -- SPEC §6: composition ------------------------------------------------------------------------
+
+SPEC6 = Source("SPEC", "§6")
+COMPOSITION = (
+    Notion("delta_composed", composition.delta_composed,
+           doc="privacy profile δ_k(ε) of 'k' uses (default 10) at ε = 'epsilon' (default 1): "
+               "Σ over output sequences of max(0, P^⊗k − e^ε Q^⊗k), exact over count vectors, "
+               "max over ordered pairs", source=SPEC6, unit="probability",
+           params={"k": 10, "epsilon": 1.0, **PAIRS}, post_processing=True, show=False,
+           label="privacy profile δ_k(ε) of k uses"),
+    Notion("eps_composed", composition.eps_composed,
+           doc="least ε ≥ 0 with δ_k(ε) ≤ 'delta' (default 1e-5) for 'k' uses (default 10), "
+               "exact, max over ordered pairs", source=SPEC6,
+           params={"k": 10, "delta": 1e-5, **PAIRS}, post_processing=True, show=False,
+           label="ε of k uses at δ"),
+)
+
+for _notion in COMPOSITION:
     register(_notion, replace=True)
