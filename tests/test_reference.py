@@ -63,7 +63,9 @@ def test_kernels_match_oracle(x64, name):
         _assert_close(got[key], value, key, name)
 
 
-@pytest.mark.parametrize("name", ["rr3-skewed-prior", "zeros", "3x7", "zero-prior"])
+# two cases: the command's path is the same for every shape (each compiles ~25 programs), and
+# every case's levels are checked against the oracle above
+@pytest.mark.parametrize("name", ["zeros", "zero-prior"])
 def test_cli_eval_json_matches_oracle(tmp_path, capsys, name):
     K, prior, belief = CASES[name]
     path = tmp_path / "mech.json"

@@ -10,6 +10,7 @@ import argparse
 import json
 import math
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,40 @@ def _eval(args) -> int:
     else:
         _print_levels(result)
     return 0
+
+
+# -- compose -----------------------------------------------------------------------------------
+
+
+def _compose(args) -> int:
+    from jaxpriv.engines import compose, io
+    from jaxpriv.report import compose as written
+
+    mechs = []
+    for path in args.files:
+        mech, _ = io.load_mechanism(path)
+        mechs.append(mech)
+    result = compose.compose(mechs, args.k, epsilon=args.epsilon, delta=args.delta)
+    data = written.summary(result, args.files)
+    if args.out:
+        written.write(Path(args.out), mechs, result, args.files)
+    if args.json:
+        print(json.dumps(data))
+        return 0
+    uses = " + ".join(f"{k} × {Path(f).name}" for k, f in zip(result.uses, args.files))
+    print(f"composition   {uses}")
+    if result.measure == "eps":
+        print(f"ε(δ = {result.at:g})   {format_value(result.value)}  ({result.method})")
+    else:
+        print(f"δ(ε = {result.at:g})   {format_value(result.value)}  ({result.method})")
+    print(f"attained by   secrets {result.pair[0]} → {result.pair[1]} (the ordered pair of rows)")
+    if args.out:
+        print(f"written       {Path(args.out) / 'summary.json'}, {Path(args.out) / 'profile.png'}")
+    return 0
+
+
+def format_value(value: float) -> str:
+    return "inf" if math.isinf(value) else f"{value:.10g}"
 
 
 def evaluate_notions(mech, extras: dict[str, Any]) -> dict[str, Any]:

@@ -26,8 +26,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command is None:
             _parser().print_usage(sys.stderr)
-            return _fail("give a command (eval, check, sweep, search, audit, show, relations, "
-                         "notions); see 'jaxpriv --help'")
+            return _fail("give a command (eval, check, sweep, search, audit, show, compose, "
+                         "relations, notions); see 'jaxpriv --help'")
         from jaxpriv import registry
 
         for name in ("out", "sweep"):  # '--out=~/x' reaches us unexpanded
@@ -37,6 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # looked up when called, so a test can replace one command
         command = {"eval": commands._eval, "check": commands._check, "sweep": runs._sweep,
                    "search": runs._search, "audit": runs._audit, "show": commands._show,
+                   "compose": commands._compose,
                    "relations": commands._relations, "notions": commands._notions}
         return command[args.command](args)
     except InputError as e:

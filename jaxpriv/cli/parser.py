@@ -47,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     _search_parser(sub)
     _audit_parser(sub)
     _show_parser(sub)
+    _compose_parser(sub)
     _relations_parser(sub)
     _notions_parser(sub)
     return parser
@@ -97,6 +98,21 @@ def _check_parser(sub) -> None:
     p.add_argument("--mu", type=_finite, default=None, help="PAC statistic μ (R6)")
     p.add_argument("--alpha", type=_finite, default=None, help="PAC accuracy α (R6)")
     p.add_argument("--d-true", type=int, default=None, help="the true secret (R6)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _compose_parser(sub) -> None:
+    p = sub.add_parser("compose", help="the exact privacy of mechanisms used k times "
+                       "(composed ε at δ, or δ at ε; SPEC §6)")
+    p.add_argument("files", nargs="+", metavar="FILE.json",
+                   help="mechanism JSON files on the same secrets (heterogeneous composition)")
+    p.add_argument("--k", type=int, nargs="+", required=True, metavar="K",
+                   help="uses of each mechanism (one number: the same for every file)")
+    given = p.add_mutually_exclusive_group(required=True)
+    given.add_argument("--delta", type=_not_nan, help="report the composed ε at this δ")
+    given.add_argument("--epsilon", type=_not_nan, help="report the composed δ at this ε")
+    p.add_argument("--out", default=None,
+                   help="write summary.json and profile.png (δ(ε) beside one use) here")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 

@@ -209,6 +209,31 @@ def eps_of_loss(c: ComposedLoss, delta, steps: int = 64) -> Float[Array, ""]:
     return jnp.where(c.infinite > delta, jnp.inf, eps)
 
 
+def combined_loss(parts) -> ComposedLoss:
+    """Heterogeneous composition of one pair: ``parts`` a sequence of ``(log_P, log_Q, k)``
+    (each mechanism's rows for the same ordered pair of secrets and its number of uses). The
+    k-fold losses of each are combined over every pair of count vectors: the losses add, the
+    P-masses multiply, and a sequence with an ``+∞`` loss in any part has an ``+∞`` loss:
+    ``1 − Π(1 − P_∞,i)``. Exact; the sizes multiply (checked against :data:`MAX_COUNT_VECTORS`)."""
+    total = 1
+    losses = []
+    for log_P, log_Q, k in parts:
+        m = log_P.shape[-1]
+        total *= number_of_count_vectors(_checked_k(k), m)
+        if total > MAX_COUNT_VECTORS:
+            raise InputError(
+                f"the composition has more than {MAX_COUNT_VECTORS:,} combinations of count "
+                f"vectors; use fewer uses or fewer outputs")
+        losses.append(composed_loss(log_P, log_Q, count_vectors(k, m), log_multinomials(k, m)))
+    loss, log_p, survive = losses[0].loss, losses[0].log_p, -losses[0].infinite
+    survive = jnp.log1p(survive)  # log Π(1 − P_∞,i)
+    for c in losses[1:]:
+        loss = (loss[:, None] + c.loss[None, :]).reshape(-1)
+        log_p = (log_p[:, None] + c.log_p[None, :]).reshape(-1)
+        survive = survive + jnp.log1p(-c.infinite)
+    return ComposedLoss(loss, log_p, -jnp.expm1(survive))
+
+
 # --------------------------------------------------------------------------------------------
 # mechanisms: max over ordered pairs, any batch shape
 # --------------------------------------------------------------------------------------------
@@ -296,6 +321,6 @@ def rr_delta_composed(eps, k: int, eps_prime) -> Float[Array, "*b"]:
     return jnp.clip(jnp.sum(terms, axis=-1), 0.0, 1.0)
 
 
-__all__ = ["ComposedLoss", "MAX_COUNT_VECTORS", "composed_loss", "count_vectors",
+__all__ = ["ComposedLoss", "MAX_COUNT_VECTORS", "combined_loss", "composed_loss", "count_vectors",
            "delta_composed", "delta_of_loss", "eps_composed", "eps_of_loss", "log_multinomials",
            "number_of_count_vectors", "rr_delta_composed"]

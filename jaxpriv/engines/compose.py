@@ -1,0 +1,149 @@
+"""The ``compose`` engine: the exact composed privacy of one or several mechanisms on the same
+secrets, each used a number of times (SPEC §6), for every ordered pair of secrets, the pair that
+attains it, and the privacy-profile curves behind it.
+
+Examples:
+  >>> from jaxpriv import families
+  >>> from jaxpriv.engines import compose
+  >>> result = compose.compose([families.randomized_response(0.1)], [100], delta=1e-5)
+  >>> result.method, result.pair, round(result.value, 3)  # kε = 10
+  ('exact', (0, 1), 4.307)
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxpriv.core import composition
+from jaxpriv.core.errors import InputError
+from jaxpriv.core.mechanisms import Mechanism
+from jaxpriv.core.pair_notions import pair_mask
+
+
+class ComposeResult(NamedTuple):
+    """What ``jaxpriv compose`` reports.
+
+    Attributes:
+      measure: ``"eps"`` (ε at the given δ) or ``"delta"`` (δ at the given ε).
+      value: the composed ε(δ) or δ(ε), max over the ordered pairs.
+      bracket: ``(lower, upper)`` containing the exact value (equal: exact).
+      method: ``"exact"`` (count vectors, SPEC §6).
+      pair: the ordered pair of secrets ``(d, d')`` that attains ``value``.
+      per_pair: ``(n, n)`` float64, the value of each ordered pair (NaN off the counted pairs).
+      uses: the number of uses of each mechanism.
+      at: the δ (``measure == "eps"``) or ε given.
+    """
+
+    measure: str
+    value: float
+    bracket: tuple[float, float]
+    method: str
+    pair: tuple[int, int]
+    per_pair: np.ndarray
+    uses: tuple[int, ...]
+    at: float
+
+
+def _checked(mechs: Sequence[Mechanism], uses: Sequence[int]) -> tuple[list, list]:
+    if not mechs:
+        raise InputError("give at least one mechanism")
+    uses = list(uses)
+    if len(uses) == 1 and len(mechs) > 1:
+        uses = uses * len(mechs)
+    if len(uses) != len(mechs):
+        raise InputError(f"give one number of uses per mechanism or one for all: {len(mechs)} "
+                         f"mechanisms, {len(uses)} numbers of uses")
+    uses = [composition._checked_k(k) for k in uses]
+    n = mechs[0].n
+    for i, mech in enumerate(mechs):
+        if mech.log_K.ndim != 2:
+            raise InputError("compose takes single mechanisms, not batches")
+        if mech.n != n:
+            raise InputError(f"the mechanisms must share their secrets: mechanism 1 has {n}, "
+                             f"mechanism {i + 1} has {mech.n}")
+    return mechs, uses
+
+
+def pair_values(mechs: Sequence[Mechanism], uses: Sequence[int], *, epsilon=None, delta=None,
+                neighbours=None) -> np.ndarray:
+    """The composed δ(ε) (``epsilon`` given) or ε(δ) (``delta`` given) of every ordered pair,
+    ``(n, n)`` float64 with NaN off the counted pairs (the diagonal, non-neighbours)."""
+    mechs, uses = _checked(mechs, uses)
+    if (epsilon is None) == (delta is None):
+        raise InputError("give either epsilon (for δ(ε)) or delta (for ε(δ))")
+    if epsilon is not None:
+        epsilon = composition._checked_number("compose", "epsilon", epsilon)
+        if epsilon < 0:
+            raise InputError(f"epsilon must be ≥ 0, got {epsilon!r}")
+    else:
+        delta = composition._checked_number("compose", "delta", delta)
+        if not 0.0 < delta < 1.0:
+            raise InputError(f"delta must be in (0, 1), got {delta!r}")
+    n = mechs[0].n
+    mask = pair_mask(n, neighbours)
+    out = np.full((n, n), np.nan)
+    with jax.enable_x64(True):
+        logs = [jnp.asarray(m.log_K, jnp.float64) for m in mechs]
+        # one compiled program for every pair (the pair's rows are its arguments)
+        value = jax.jit(lambda rows: _value(rows, uses, epsilon, delta))
+        for d, e in np.argwhere(mask):
+            out[d, e] = float(value([(lk[d], lk[e]) for lk in logs]))
+    return out
+
+
+def _value(rows, uses, epsilon, delta):
+    loss = composition.combined_loss([(P, Q, k) for (P, Q), k in zip(rows, uses)])
+    if epsilon is not None:
+        return composition.delta_of_loss(loss, epsilon)
+    return composition.eps_of_loss(loss, delta)
+
+
+def compose(mechs: Sequence[Mechanism], uses: Sequence[int], *, epsilon=None, delta=None,
+            neighbours=None) -> ComposeResult:
+    """The composed ε(δ) or δ(ε) of ``mechs`` used ``uses`` times each, max over ordered pairs.
+
+    Args:
+      mechs: mechanisms on the same ``n`` secrets (rows), each ``(n, m_i)``.
+      uses: the number of uses of each (one number: the same for all).
+      epsilon: give it for ``δ(ε)``; or
+      delta: give it for ``ε(δ)``.
+      neighbours: optional symmetric ``(n, n)`` boolean neighbour relation.
+
+    Returns:
+      a :class:`ComposeResult` (exact: its bracket is ``(value, value)``).
+    """
+    mechs, uses = _checked(mechs, uses)
+    per_pair = pair_values(mechs, uses, epsilon=epsilon, delta=delta, neighbours=neighbours)
+    if np.isnan(per_pair).all():
+        raise InputError("no pair of secrets to compare (one secret, or no neighbours)")
+    d, e = np.unravel_index(np.nanargmax(per_pair), per_pair.shape)
+    value = float(per_pair[d, e])
+    measure = "delta" if epsilon is not None else "eps"
+    return ComposeResult(measure, value, (value, value), "exact", (int(d), int(e)), per_pair,
+                         tuple(uses),
+                         float(epsilon if epsilon is not None else delta))
+
+
+def profile_curve(mechs: Sequence[Mechanism], uses: Sequence[int], pair: tuple[int, int],
+                  eps_grid) -> np.ndarray:
+    """``δ(ε)`` of the pair ``(d, d')`` under the composition, at each ε of ``eps_grid``
+    (float64, one compiled program for the grid)."""
+    mechs, uses = _checked(mechs, uses)
+    d, e = pair
+    with jax.enable_x64(True):
+        rows = [(jnp.asarray(m.log_K[d], jnp.float64), jnp.asarray(m.log_K[e], jnp.float64))
+                for m in mechs]
+        grid = jnp.asarray(eps_grid, jnp.float64)
+
+        def curve(rows, grid):
+            loss = composition.combined_loss([(P, Q, k) for (P, Q), k in zip(rows, uses)])
+            return jax.vmap(lambda x: composition.delta_of_loss(loss, x))(grid)
+
+        return np.asarray(jax.jit(curve)(rows, grid))
+
+
+__all__ = ["ComposeResult", "compose", "pair_values", "profile_curve"]

@@ -1,0 +1,99 @@
+"""``jaxpriv compose``'s outputs: the JSON object it prints (and writes with ``--out``) and the
+figure of the privacy-profile curve ``δ(ε)`` (log δ) of the composition beside one use, for the
+pair of secrets that attains the composed value."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from jaxpriv.engines import compose as engine
+from jaxpriv.report.axes import _pyplot, _save
+from jaxpriv.report.files import write_json
+
+
+def summary(result: engine.ComposeResult, files=()) -> dict:
+    """The JSON object of a composition: ``eps``/``delta``, ``bracket``, ``method``, ``pair``,
+    the uses and files, every ordered pair's value, and ``accountants`` (a list, empty until an
+    accountant is asked)."""
+    def plain(x):
+        return None if x is None or (isinstance(x, float) and math.isnan(x)) else (
+            "inf" if isinstance(x, float) and math.isinf(x) else x)
+
+    given = "delta" if result.measure == "eps" else "epsilon"
+    return {
+        result.measure: plain(result.value),
+        given: result.at,
+        "bracket": [plain(result.bracket[0]), plain(result.bracket[1])],
+        "method": result.method,
+        "pair": list(result.pair),
+        "uses": list(result.uses),
+        "files": [str(f) for f in files],
+        "per_pair": [[plain(float(v)) for v in row] for row in result.per_pair],
+        "accountants": [],
+    }
+
+
+def profile_figure(mechs, result: engine.ComposeResult, path: Path) -> Path:
+    """``δ(ε)`` of the attaining pair under the composition and under one use of each mechanism
+    (log δ against ε), with the reported point marked."""
+    plt = _pyplot()
+    single = [1] * len(result.uses)
+    eps_max = _eps_axis(mechs, result)
+    grid = np.linspace(0.0, eps_max, 400)
+    composed = engine.profile_curve(mechs, result.uses, result.pair, grid)
+    once = engine.profile_curve(mechs, single, result.pair, grid)
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    uses = "+".join(str(k) for k in result.uses)
+    d, e = result.pair
+    floor = 1e-300
+    ax.semilogy(grid, np.maximum(composed, floor), color="tab:blue", label=f"{uses} uses (exact)")
+    ax.semilogy(grid, np.maximum(once, floor), color="tab:orange", ls="--", label="one use")
+    if result.measure == "eps" and math.isfinite(result.value):
+        ax.plot([result.value], [result.at], "o", color="tab:red",
+                label=f"ε = {result.value:.4g} at δ = {result.at:g}")
+    elif result.measure == "delta" and result.value > 0:
+        ax.plot([result.at], [result.value], "o", color="tab:red",
+                label=f"δ = {result.value:.4g} at ε = {result.at:g}")
+    marked = [result.at if result.measure == "eps" else result.value]
+    positive = np.concatenate([composed[composed > 0], once[once > 0],
+                               [v for v in marked if v > 0]])
+    if positive.size:
+        ax.set_ylim(max(positive.min(), 1e-30) / 3, 1.5)
+    ax.set_xlabel("ε (nats)")
+    ax.set_ylabel("δ(ε) (log scale)")
+    ax.set_title(f"privacy profile of secrets ({d}, {d if d == e else e}), {uses} uses",
+                 fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def _eps_axis(mechs, result) -> float:
+    """The ε axis: to a little past the reported ε (or given ε), at least the single-use LDP
+    level of the pair where finite."""
+    d, e = result.pair
+    ldp = 0.0
+    for mech in mechs:
+        K = np.exp(np.asarray(mech.log_K, np.float64))
+        both = (K[d] > 0) & (K[e] > 0)
+        if both.any():
+            ldp = max(ldp, float(np.max(np.abs(np.log(K[d][both] / K[e][both])))))
+    point = result.value if result.measure == "eps" else result.at
+    point = point if math.isfinite(point) else 0.0
+    return max(1.25 * point, ldp * 1.25, 1.0)
+
+
+def write(out: Path, mechs, result: engine.ComposeResult, files=()) -> dict:
+    """``summary.json`` and ``profile.png`` in ``out``; returns the summary."""
+    out = Path(out)
+    data = summary(result, files)
+    profile_figure(mechs, result, out / "profile.png")
+    write_json(out / "summary.json", data)
+    return data
+
+
+__all__ = ["profile_figure", "summary", "write"]
