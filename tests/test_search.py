@@ -162,8 +162,8 @@ def test_reported_witnesses_keep_premise_and_condition(relation_id, param, tmp_p
 def test_same_seed_same_envelope_and_resume_equals_uninterrupted(tmp_path):
     config = search.make_config("R5", 2, 3, (0.5,), param=0.2, **QUICK)
     a = search.run(config, progress=False)
-    b = search.run(config, progress=False)
-    assert [r["conclusion"] for r in a.rows] == [r["conclusion"] for r in b.rows]
+    # the interrupted run's segments come back from its checkpoint: equal to a's only if the
+    # same seed gives the same restarts (a second uninterrupted run checked nothing more)
     search.run(config, tmp_path / "run", progress=False, max_segments=2, write=report.write_search)
     assert not (tmp_path / "run" / "summary.json").exists()
     resumed = search.run(config, tmp_path / "run", resume=True, progress=False, write=report.write_search)
