@@ -80,7 +80,7 @@ def count_vectors(k: int, m: int) -> np.ndarray:
     Raises:
       InputError: more than :data:`MAX_COUNT_VECTORS` of them.
     """
-    k, m = _checked_k(k), int(m)
+    k, m = checked_uses(k), int(m)
     size = number_of_count_vectors(k, m)
     if size > MAX_COUNT_VECTORS:
         raise InputError(
@@ -113,17 +113,18 @@ def log_multinomials(k: int, m: int) -> np.ndarray:
     return table[k] - table[counts].sum(axis=1)
 
 
-def _checked_k(k) -> int:
+def checked_uses(k) -> int:
+    """``k`` as a number of uses (an int ≥ 1), else an :class:`InputError`."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise InputError(f"k must be an integer ≥ 1 (the number of uses), got {k!r}")
     return int(k)
 
 
-def _checked_number(key: str, name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) \
-            or math.isnan(value):
-        raise InputError(f"notion {key!r}: '{name}' must be a number, got {value!r}")
-    return float(value)
+def checked_number(key: str, name: str, value) -> float:
+    """``value`` as a float (not a bool, not NaN), else an :class:`InputError` naming ``key``'s
+    parameter ``name`` (the pair notions' check)."""
+    from jaxpriv.core.pair_notions import _number
+    return _number(key, name, value)
 
 
 # --------------------------------------------------------------------------------------------
@@ -219,7 +220,7 @@ def combined_loss(parts) -> ComposedLoss:
     losses = []
     for log_P, log_Q, k in parts:
         m = log_P.shape[-1]
-        total *= number_of_count_vectors(_checked_k(k), m)
+        total *= number_of_count_vectors(checked_uses(k), m)
         if total > MAX_COUNT_VECTORS:
             raise InputError(
                 f"the composition has more than {MAX_COUNT_VECTORS:,} combinations of count "
@@ -279,8 +280,8 @@ def _composed_level(log_K, k: int, pair_value, neighbours) -> Float[Array, "*b"]
 
 def delta_composed(mech: Mechanism, k=10, epsilon=1.0, neighbours=None) -> Float[Array, "*b"]:
     """``δ_k(ε)`` of ``k`` uses of the mechanism, max over ordered pairs (SPEC §6)."""
-    k = _checked_k(k)
-    eps = _checked_number("delta_composed", "epsilon", epsilon)
+    k = checked_uses(k)
+    eps = checked_number("delta_composed", "epsilon", epsilon)
     if eps < 0:
         raise InputError(f"notion 'delta_composed': 'epsilon' must be ≥ 0, got {epsilon!r}")
     return _composed_level(mech.log_K, k, lambda c: delta_of_loss(c, eps), neighbours)
@@ -288,8 +289,8 @@ def delta_composed(mech: Mechanism, k=10, epsilon=1.0, neighbours=None) -> Float
 
 def eps_composed(mech: Mechanism, k=10, delta=1e-5, neighbours=None) -> Float[Array, "*b"]:
     """The least ``ε ≥ 0`` with ``δ_k(ε) ≤ δ`` for ``k`` uses, max over ordered pairs (SPEC §6)."""
-    k = _checked_k(k)
-    d = _checked_number("eps_composed", "delta", delta)
+    k = checked_uses(k)
+    d = checked_number("eps_composed", "delta", delta)
     if not 0.0 < d < 1.0:
         raise InputError(f"notion 'eps_composed': 'delta' must be in (0, 1), got {delta!r}")
     return _composed_level(mech.log_K, k, lambda c: eps_of_loss(c, d), neighbours)
@@ -306,7 +307,7 @@ def rr_delta_composed(eps, k: int, eps_prime) -> Float[Array, "*b"]:
     ``C(k,l) e^{(k−l)ε}(1 − e^{ε' − (k−2l)ε})`` non-negative. Broadcasts over ``eps`` and
     ``eps_prime``. Kairouz, Oh, Viswanath (2015) Thm 3.3: every k-fold composition of ε-LDP steps
     (adaptive ones too) has ``δ_k(ε') ≤`` this."""
-    k = _checked_k(k)
+    k = checked_uses(k)
     eps = jnp.asarray(eps)
     eps_prime = jnp.asarray(eps_prime, eps.dtype)
     eps, eps_prime = jnp.broadcast_arrays(eps, eps_prime)
@@ -321,6 +322,6 @@ def rr_delta_composed(eps, k: int, eps_prime) -> Float[Array, "*b"]:
     return jnp.clip(jnp.sum(terms, axis=-1), 0.0, 1.0)
 
 
-__all__ = ["ComposedLoss", "MAX_COUNT_VECTORS", "combined_loss", "composed_loss", "count_vectors",
-           "delta_composed", "delta_of_loss", "eps_composed", "eps_of_loss", "log_multinomials",
-           "number_of_count_vectors", "rr_delta_composed"]
+__all__ = ["ComposedLoss", "MAX_COUNT_VECTORS", "checked_number", "checked_uses", "combined_loss",
+           "composed_loss", "count_vectors", "delta_composed", "delta_of_loss", "eps_composed",
+           "eps_of_loss", "log_multinomials", "number_of_count_vectors", "rr_delta_composed"]

@@ -57,7 +57,7 @@ def _checked(mechs: Sequence[Mechanism], uses: Sequence[int]) -> tuple[list, lis
     if len(uses) != len(mechs):
         raise InputError(f"give one number of uses per mechanism or one for all: {len(mechs)} "
                          f"mechanisms, {len(uses)} numbers of uses")
-    uses = [composition._checked_k(k) for k in uses]
+    uses = [composition.checked_uses(k) for k in uses]
     n = mechs[0].n
     for i, mech in enumerate(mechs):
         if mech.log_K.ndim != 2:
@@ -76,11 +76,11 @@ def pair_values(mechs: Sequence[Mechanism], uses: Sequence[int], *, epsilon=None
     if (epsilon is None) == (delta is None):
         raise InputError("give either epsilon (for δ(ε)) or delta (for ε(δ))")
     if epsilon is not None:
-        epsilon = composition._checked_number("compose", "epsilon", epsilon)
+        epsilon = composition.checked_number("compose", "epsilon", epsilon)
         if epsilon < 0:
             raise InputError(f"epsilon must be ≥ 0, got {epsilon!r}")
     else:
-        delta = composition._checked_number("compose", "delta", delta)
+        delta = composition.checked_number("compose", "delta", delta)
         if not 0.0 < delta < 1.0:
             raise InputError(f"delta must be in (0, 1), got {delta!r}")
     n = mechs[0].n
