@@ -7,8 +7,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
+from jaxpriv.core import pair_notions
 from jaxpriv.engines import compose as engine
 from jaxpriv.report.axes import _pyplot, _save
 from jaxpriv.report.files import write_json
@@ -18,9 +21,8 @@ def summary(result: engine.ComposeResult, files=()) -> dict:
     """The JSON object of a composition: ``eps``/``delta``, ``bracket``, ``method``, ``pair``,
     the uses and files, every ordered pair's value, and ``accountants`` (a list, empty until an
     accountant is asked)."""
-    def plain(x):
-        return None if x is None or (isinstance(x, float) and math.isnan(x)) else (
-            "inf" if isinstance(x, float) and math.isinf(x) else x)
+    def plain(x):  # infinities as JSON's Infinity, like `eval --json`; NaN (no pair) as null
+        return None if math.isnan(x) else x
 
     given = "delta" if result.measure == "eps" else "epsilon"
     return {
@@ -76,12 +78,11 @@ def _eps_axis(mechs, result) -> float:
     """The ε axis: to a little past the reported ε (or given ε), at least the single-use LDP
     level of the pair where finite."""
     d, e = result.pair
-    ldp = 0.0
-    for mech in mechs:
-        K = np.exp(np.asarray(mech.log_K, np.float64))
-        both = (K[d] > 0) & (K[e] > 0)
-        if both.any():
-            ldp = max(ldp, float(np.max(np.abs(np.log(K[d][both] / K[e][both])))))
+    with jax.enable_x64(True):  # the pair's one-use LDP level, where finite
+        levels = [float(pair_notions.ldp_pair(jnp.asarray(m.log_K[d], jnp.float64),
+                                              jnp.asarray(m.log_K[e], jnp.float64)))
+                  for m in mechs]
+    ldp = max([v for v in levels if math.isfinite(v)], default=0.0)
     point = result.value if result.measure == "eps" else result.at
     point = point if math.isfinite(point) else 0.0
     return max(1.25 * point, ldp * 1.25, 1.0)
