@@ -205,3 +205,42 @@ def test_outside_a_group_the_group_functions_are_the_identity():
     assert (group.size(), group.rank(), group.is_writer()) == (1, 0, True)
     assert group.agree(7) == 7 and group.share_bytes(b"x") == b"x"
     assert group.share_bytes(None) is None
+
+
+def test_a_connection_to_itself_is_not_a_coordinator():
+    # Linux completes a connect to a free local port from that same port ("self-connect"); the
+    # lone process 1 of the test above once met it in CI, read its own hello back as an answer
+    # and went on into JAX, which aborted (exit -6). Such a connection is seen and refused.
+    with socket.socket() as alone:
+        alone.bind(("127.0.0.1", 0))
+        port = alone.getsockname()[1]
+        alone.connect(("127.0.0.1", port))
+        assert group._connected_to_itself(alone)
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        with socket.create_connection(listener.getsockname()) as client:
+            assert not group._connected_to_itself(client)
+
+
+def test_a_coordinator_that_is_not_a_jaxpriv_lobby_is_one_line(tmp_path):
+    # an echo server on the coordinator's port answers the hello with the hello itself: no
+    # error in it, and still no admission; the process stops before JAX is started
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def echo():
+        connection, _ = listener.accept()
+        with connection:
+            connection.sendall(connection.recv(4096))
+
+    threading.Thread(target=echo, daemon=True).start()
+    try:
+        port = listener.getsockname()[1]
+        with pytest.raises(InputError, match="something other than a jaxpriv lobby's answer"):
+            group.join(group.Group("127.0.0.1", port, 2, 1, 5.0), "{}")
+    finally:
+        listener.close()

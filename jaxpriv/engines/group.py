@@ -262,6 +262,12 @@ def _visit_lobby(group: Group, fingerprint: str) -> None:
     while True:
         try:
             connection = socket.create_connection((group.host, group.port), timeout=2.0)
+            if _connected_to_itself(connection):
+                # Linux may give a connection to a free local port that very port as its own
+                # source port ("self-connect"): it then talks to itself and would read its own
+                # hello back as an answer. Nobody listens there: keep trying.
+                connection.close()
+                raise ConnectionRefusedError(111, "Connection refused")
             break
         except OSError as error:
             if time.monotonic() > deadline:
@@ -282,6 +288,18 @@ def _visit_lobby(group: Group, fingerprint: str) -> None:
                          "of this group?)")
     if answer.get("error"):
         raise InputError(str(answer["error"]))
+    if answer.get("ok") is not True:
+        raise InputError(f"the coordinator at {group.address} answered process {group.rank} "
+                         "with something other than a jaxpriv lobby's answer (is it a jaxpriv "
+                         "process 0 of this group?)")
+
+
+def _connected_to_itself(connection: socket.socket) -> bool:
+    """Whether a TCP connection's two ends are the same address and port (a self-connect)."""
+    try:
+        return connection.getsockname()[:2] == connection.getpeername()[:2]
+    except OSError:
+        return False
 
 
 # --------------------------------------------------------------------------------------------
