@@ -178,6 +178,22 @@ def test_every_certificate_links_to_its_proof():
         assert page == "docs/certified.md" and anchor in anchors, (relation.id, relation.proof)
 
 
+def test_every_built_in_bound_returns_one_number_per_x():
+    """The catalog registers its relations without tracing their bounds (that cost 1.2 s of
+    every import): the check a plugin's bound gets at registration is made here for every
+    built-in one, and it does refuse a bound of the wrong shape."""
+    from jaxpriv.registry.store import check_bound_shape
+
+    mechanism_relations = [r for r in registry.REGISTRY.values() if r.kind == "mechanism"]
+    assert len(mechanism_relations) >= 50
+    for relation in mechanism_relations:
+        check_bound_shape(relation)
+    import dataclasses
+    wrong = dataclasses.replace(mechanism_relations[0], bound=lambda x, p: jnp.stack([x, x]))
+    with pytest.raises(InputError, match="must return one number per x"):
+        check_bound_shape(wrong)
+
+
 def test_check_is_one_compiled_program_and_falls_back_op_by_op():
     """registry.check compiles a relation's float64 arithmetic once per relation and options
     (the same numbers as op by op); a bound that only runs op by op (here: it reads its
