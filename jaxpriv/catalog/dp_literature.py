@@ -38,9 +38,9 @@ from __future__ import annotations
 import math
 
 import jax.numpy as jnp
-from jax.scipy.special import erfcx, log_ndtr
 
 from jaxpriv.catalog import notions as catalog  # noqa: F401  (the notions the relations use)
+from jaxpriv.core.gaussian import gaussian_delta
 from jaxpriv.registry import Relation, Source, register
 
 ORDERS = (1.5, 2.0, 4.0, 16.0)
@@ -197,31 +197,10 @@ def _d9_bound(epsilon: float):
 
 
 def _d10_bound(epsilon: float):
-    """Dong, Roth, Su 2022, Cor. 2.13: ``Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)``; 0 at μ = 0.
-
-    With ``a = −ε/μ + μ/2``, ``b = a − μ``: ``δ = Φ(a)·(1 − e^ε Φ(b)/Φ(a))``. In the tail
-    (``a ≤ 0``) ``Φ(x) = ½·erfcx(−x/√2)·e^{−x²/2}`` and the Gaussian factors cancel exactly
-    against ``e^ε`` (``(a² − b²)/2 = −ε``), so ``δ = Φ(a)·(−expm1(log erfcx(−b/√2) −
-    log erfcx(−a/√2)))`` keeps full relative accuracy down to 1e-300 (``log Φ`` differences
-    would lose six digits there); for ``a > 0`` the same with ``log Φ`` (no tail).
-    """
-    root2 = math.sqrt(2.0)
-
+    """Dong, Roth, Su 2022, Cor. 2.13: ``Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)``; 0 at μ = 0
+    (:func:`jaxpriv.core.gaussian.gaussian_delta`, accurate to 1e-300)."""
     def bound(x, *p):
-        mu = jnp.asarray(x)
-        positive = mu > 0
-        safe = jnp.where(positive, mu, 1.0)
-        a = -epsilon / safe + safe / 2.0
-        b = a - safe
-        tail = a <= 0
-        at = jnp.where(tail, a, -1.0)
-        bt = at - safe
-        log_phi_a = jnp.where(tail, jnp.log(0.5 * erfcx(-at / root2)) - at * at / 2.0,
-                              log_ndtr(a))
-        gap = jnp.where(tail, jnp.log(erfcx(-bt / root2)) - jnp.log(erfcx(-at / root2)),
-                        epsilon + log_ndtr(b) - log_ndtr(a))
-        value = jnp.exp(log_phi_a) * -jnp.expm1(gap)
-        return jnp.where(positive, jnp.maximum(value, 0.0), 0.0)
+        return gaussian_delta(x, epsilon)
     return bound
 
 
