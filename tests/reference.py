@@ -334,12 +334,21 @@ def rr_composed_delta(eps, k: int, eps_prime):
 
 
 def rr_composed_eps(eps, k: int, delta, steps: int = 80):
-    """Least ε' ≥ 0 with :func:`rr_composed_delta` ``≤ δ`` (bisection on [0, kε])."""
-    delta = mp.mpf(delta)
-    if rr_composed_delta(eps, k, 0) <= delta:
+    """Least ε' ≥ 0 with :func:`rr_composed_delta` ``≤ δ`` (bisection on [0, kε]; the closed
+    form's terms ``C(k,l) e^{(k−l)ε}`` and ``C(k,l) e^{lε}`` computed once)."""
+    eps, delta = mp.mpf(eps), mp.mpf(delta)
+    a = [mp.binomial(k, l) * mp.exp((k - l) * eps) for l in range(k + 1)]
+    b = [mp.binomial(k, l) * mp.exp(l * eps) for l in range(k + 1)]
+    scale = (1 + mp.exp(eps)) ** k
+
+    def profile(eps_prime):
+        factor = mp.exp(eps_prime)
+        return mp.fsum(max(mp.mpf(0), x - factor * y) for x, y in zip(a, b)) / scale
+
+    if profile(0) <= delta:
         return mp.mpf(0)
-    lo, hi = mp.mpf(0), k * mp.mpf(eps)
+    lo, hi = mp.mpf(0), k * eps
     for _ in range(steps):
         mid = (lo + hi) / 2
-        lo, hi = (lo, mid) if rr_composed_delta(eps, k, mid) <= delta else (mid, hi)
+        lo, hi = (lo, mid) if profile(mid) <= delta else (mid, hi)
     return hi

@@ -97,10 +97,22 @@ def budget(name: str) -> Budget:
     return BUDGETS[name]
 
 
-def relation_ids(text: str | None) -> list[str]:
-    """``None``/``"all"`` → every registered relation; else a comma list of ids or prefixes
-    ending in ``*`` (``'R1*'``, ``'opendp.*'``), validated."""
-    return registry.select(text)
+def relation_ids(text: str | None, spend: Budget | None = None) -> list[str]:
+    """``None``/``"all"`` → every registered relation (at the quick budget, those whose record
+    has ``quick``: a claim registered at many parameter values keeps a few instances); else a
+    comma list of ids or prefixes ending in ``*`` (``'R1*'``, ``'opendp.*'``), validated, every
+    instance."""
+    ids = registry.select(text)
+    if spend is not None and spend.name == "quick" and (text is None or
+                                                         text.strip().lower() == "all"):
+        ids = [rid for rid in ids if getattr(registry.get(rid), "quick", True)]
+    return ids
+
+
+def capped_shape(relation, n: int, m: int) -> tuple[int, int]:
+    """The budget's shape ``(n, m)``, capped by the relation's sampling hint ``shape``."""
+    hint = getattr(getattr(relation, "sampling", None), "shape", None)
+    return (n, m) if hint is None else (min(n, hint[0]), min(m, hint[1]))
 
 
 def plan(spend: Budget, ids: list[str], seed: int = 0, memory_mb: float = 1024.0
@@ -127,13 +139,15 @@ def plan(spend: Budget, ids: list[str], seed: int = 0, memory_mb: float = 1024.0
         database = relation.needs_records
         layout = {"k": spend.k, "r": spend.r} if database else {}
         m = spend.database_m if database else spend.sweep_m
+        n, m = capped_shape(relation, spend.sweep_n, m)
         tasks.append(Task(rid, "sweep", sweep.make_config(
-            rid, spend.sweep_n, m, spend.sweep_count, seed, memory_mb=memory_mb, **layout)))
+            rid, n, m, spend.sweep_count, seed, memory_mb=memory_mb, **layout)))
         setup = search.setup_for(relation, Records(**layout) if layout else None)
         param = spend.param if setup.gridded_parameter else 0.0
         m = spend.database_m if database else spend.search_m
+        n, m = capped_shape(relation, spend.search_n, m)
         tasks.append(Task(rid, "search", search.make_config(
-            rid, spend.search_n, m, search.clip_grid(relation, grid), param=param,
+            rid, n, m, search.clip_grid(relation, grid), param=param,
             restarts=spend.restarts, steps=spend.steps, seed=seed, **layout)))
     return tasks
 

@@ -175,7 +175,7 @@ def _audit(args) -> int:
     if args.memory_mb <= 0:
         raise InputError(f"--memory-mb must be positive, got {args.memory_mb}")
     checks.seed(args.seed)
-    ids = audit.relation_ids(args.relations)
+    ids = audit.relation_ids(args.relations, spend)
     runstate.writable_directory(args.out)
     print(f"jaxpriv audit: budget {spend.name}, {len(ids)} relations -> {args.out}")
     workers = audit.default_workers() if args.workers is None else args.workers

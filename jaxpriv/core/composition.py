@@ -202,8 +202,8 @@ def eps_of_loss(c: ComposedLoss, delta, steps: int = 64) -> Float[Array, ""]:
         over = segment(mid) > mid  # δ_k(mid) > δ ⇔ A − δ > e^mid B
         return jnp.where(over, mid, lo), jnp.where(over, hi, mid)
 
-    zero = jnp.zeros((), p.dtype)
-    top = jnp.maximum(jnp.max(L), zero)
+    top = jnp.maximum(jnp.max(L), 0.0)
+    zero = jnp.minimum(top, 0.0)  # 0, computed from the data: varying like it under shard_map
     lo, hi = jax.lax.fori_loop(0, steps, halve, (zero, top))
     eps = jnp.clip(segment(lo), lo, hi)
     eps = jnp.where(segment(zero) > zero, eps, zero)  # δ_k(0) ≤ δ: ε = 0
@@ -322,6 +322,30 @@ def rr_delta_composed(eps, k: int, eps_prime) -> Float[Array, "*b"]:
     return jnp.clip(jnp.sum(terms, axis=-1), 0.0, 1.0)
 
 
+def rr_loss(eps, k: int) -> ComposedLoss:
+    """The k-fold privacy-loss distribution of binary randomized response ``RR_ε`` (scalar
+    ``eps``): atoms ``(k − 2l)ε`` with P-mass ``C(k,l) e^{(k−l)ε}/(1+e^ε)^k``, ``l = 0..k``."""
+    k = checked_uses(k)
+    eps = jnp.asarray(eps)
+    l = jnp.arange(k + 1, dtype=eps.dtype)
+    log_choose = gammaln(k + 1.0) - gammaln(l + 1.0) - gammaln(k - l + 1.0)
+    log_p = log_choose + (k - l) * eps - k * jnp.logaddexp(0.0, eps)
+    return ComposedLoss((k - 2 * l) * eps, log_p, jnp.zeros((), eps.dtype))
+
+
+def rr_eps_composed(eps, k: int, delta) -> Float[Array, "*b"]:
+    """The least ``ε' ≥ 0`` with ``δ_k(ε') ≤ δ`` for ``k`` uses of ``RR_ε`` (any shape of
+    ``eps``): by Kairouz, Oh, Viswanath (2015) Thm 3.3, the largest composed ε at δ of any k
+    ε-LDP steps, attained by RR_ε itself (the envelope of the C-relations, SPEC §6)."""
+    k = checked_uses(k)
+    eps = jnp.asarray(eps)
+    flat = eps.reshape(-1)
+    delta = jnp.asarray(delta, eps.dtype)
+    value = jax.vmap(lambda e: eps_of_loss(rr_loss(e, k), delta))(flat)
+    return value.reshape(eps.shape)
+
+
 __all__ = ["ComposedLoss", "MAX_COUNT_VECTORS", "checked_number", "checked_uses", "combined_loss",
            "composed_loss", "count_vectors", "delta_composed", "delta_of_loss", "eps_composed",
-           "eps_of_loss", "log_multinomials", "number_of_count_vectors", "rr_delta_composed"]
+           "eps_of_loss", "log_multinomials", "number_of_count_vectors", "rr_delta_composed",
+           "rr_eps_composed", "rr_loss"]

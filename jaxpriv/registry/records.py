@@ -213,6 +213,9 @@ class Sampling:
       prior_zero_fraction: share of priors that rule out some secrets.
       x_max: premise bins span ``[0, x_max]``.
       param_max, param_bins: condition-parameter bins (``param_bins = 1``: none).
+      shape: the largest ``(n, m)`` the audit draws and searches for this relation (``None``:
+        its budget's), where a notion's cost grows fast with the shape (a composed level of
+        ``k`` uses sums ``C(k + m − 1, m − 1)`` count vectors per pair).
     """
 
     prior: str = "dirichlet"
@@ -222,6 +225,7 @@ class Sampling:
     x_max: float = 10.0
     param_max: float = 0.0
     param_bins: int = 1
+    shape: tuple[int, int] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -59,6 +59,9 @@ class Relation:
         relation's own search prior.
       proof: where the certificate is proved (a link).
       ratio_label: axis label of the ratio a ``scales_with_parameter`` relation is drawn as.
+      quick: whether the quick audit of every relation takes it (a claim registered at many
+        parameter values keeps a few there; the standard and full audits, and any selection
+        that names it, take every instance).
     """
 
     id: str
@@ -79,6 +82,7 @@ class Relation:
     certificate: Callable[..., Any] | None = None
     proof: str = ""
     ratio_label: str = ""
+    quick: bool = True
 
     kind: ClassVar[str] = "mechanism"
 

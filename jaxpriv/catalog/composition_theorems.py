@@ -1,0 +1,223 @@
+"""Composition theorems (SPEC §6) as relation records C1–C7: what k uses of a mechanism cost.
+
+Each claim bounds the exact composed privacy of ``k`` uses (:mod:`jaxpriv.core.composition`:
+``eps_composed`` at ``(k, δ)``, ``delta_composed`` at ``(k, ε')``, max over ordered pairs) by a
+function of a single-use level (ε-LDP, Rényi ``D_α``, zCDP ρ). Each is registered once per
+audited ``k`` and ``δ`` (or ``ε'``), its id the claim's and the values: ``C2.k10.d1e-5`` is C2 at
+k = 10, δ = 1e-5; ``--relations C2`` selects every instance, ``'C*'`` every claim here.
+
+Statements, checked against their papers (readings chosen are said where there was a choice):
+
+* **C1** basic composition (Dwork, McSherry, Nissim, Smith 2006; Dwork–Roth 2014 Thm 3.16):
+  ``ε_k(δ) ≤ kε``.
+* **C2** advanced composition (Dwork, Rothblum, Vadhan 2010 Thm III.3; Dwork–Roth Thm 3.20 at
+  δ = 0): ``ε_k(δ') ≤ ε√(2k ln(1/δ')) + kε(e^ε − 1)`` (the ``kε(e^ε−1)`` form of Thm 3.20, not
+  Cor. 3.21's ``2kε²``, which needs ε' < 1).
+* **C3** optimal composition (Kairouz, Oh, Viswanath 2015 Thm 3.3): ``δ_k(ε') ≤`` the k-fold
+  RR_ε profile. The theorem states it at ``ε' = (k − 2i)ε``; the whole profile of k-fold RR_ε
+  (SPEC §6's formula) is the reading audited, which equals it there and interpolates the
+  hockey-stick curve between (RR_ε^⊗k dominates every k-fold ε-LDP composition at every ε').
+* **C4** KOV 2015 Thm 3.4 at δ = 0 (composed δ = δ̃): ``ε_k(δ) ≤ min{kε, kε·tanh(ε/2) +
+  ε√(2k log(e + √(kε²)/δ)), kε·tanh(ε/2) + ε√(2k log(1/δ))}`` (``(e^ε−1)/(e^ε+1) = tanh(ε/2)``).
+* **C5** Mironov 2017 Prop. 1 (orders add under composition) and Prop. 3 (RDP ⇒ (ε, δ)):
+  ``D_α ≤ r ⇒ ε_k(δ) ≤ kr + log(1/δ)/(α − 1)``, at α = 2 and 16.
+* **C6** Bun–Steinke 2016 Lemma 1.7 (ρ adds under composition; SPEC cites Lemma 2.3) and Prop.
+  1.3: ``ρ-zCDP ⇒ ε_k(δ) ≤ kρ + 2√(kρ log(1/δ))``.
+* **C7** Dong, Roth, Su 2022, central limit theorem (Thm 3.5 without its Berry–Esseen error
+  term γ, the way CLT accountants use it): k ε-LDP steps ``≈ μ``-GDP with ``μ = 2Σ kl/√(Σ(κ₂ −
+  kl²))``, which for ``f_{ε,0}`` (``kl = ε·tanh(ε/2)``, ``κ₂ = ε²``) is ``μ = 2√k·sinh(ε/2)``;
+  the claim read is ``ε_k(δ) ≤ ε_μ(δ)`` (:func:`jaxpriv.core.gaussian.gaussian_eps`). It is an
+  approximation, not a theorem: the audit says where it fails.
+
+Certificates (``docs/certified.md#c-relations``): where the premise is ε-LDP (C1–C4, C7) the
+envelope is the value at binary randomized response RR_x, k uses (KOV 2015 Thm 3.3: every k-fold
+composition of ε-LDP steps, adaptive ones too, is a post-processing of RR_x's), exact and
+attained by a two-secret mechanism — so C3 reads tight, and the others' least slack is exact.
+
+Examples:
+  >>> from jaxpriv import families, registry
+  >>> result = registry.get("C3.k10.e1").check(families.randomized_response(0.5))
+  >>> round(float(result.slack), 9)  # RR_ε attains KOV's optimal composition
+  1.0
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+
+from jaxpriv.catalog import notions as catalog  # noqa: F401  (the notions the relations use)
+from jaxpriv.catalog.dp_literature import instance_id
+from jaxpriv.core import composition
+from jaxpriv.core.gaussian import gaussian_eps
+from jaxpriv.registry import Relation, Sampling, Source, register
+
+USES = (1, 10, 100)
+"""The numbers of uses ``k`` every C-claim is registered at."""
+DELTAS = (1e-5, 1e-6)
+"""The δ every ε(δ)-claim is registered at."""
+CLT_DELTAS = (1e-3, 1e-5, 1e-6)
+"""The δ C7 is registered at (1e-3 besides: where the CLT's error shows at every k)."""
+EPS_PRIME = (1.0,)
+"""The ε' C3's δ(ε') is registered at."""
+ORDERS = (2.0, 16.0)
+"""The Rényi orders C5 is registered at."""
+CERTIFIED = "docs/certified.md#c-relations"
+
+C_RELATIONS: list[Relation] = []
+
+
+def composed_id(base: str, k: int, **values) -> str:
+    """``C2.k10.d1e-5``: the claim's id, its number of uses and its other values."""
+    return instance_id(f"{base}.k{k}", **values)
+
+
+# --------------------------------------------------------------------------------------------
+# the worst case of ε-LDP steps
+# --------------------------------------------------------------------------------------------
+
+
+def _rr_eps(k: int, delta: float):
+    """ε-LDP premise, ``eps_composed`` conclusion: the envelope is k-fold RR_x's ε at δ."""
+    def certificate(x, eps, *, n, r=None, prior="free"):
+        return composition.rr_eps_composed(x, k, delta), None
+
+    certificate.__doc__ = f"sup eps_composed(k={k}, δ={delta:g}) at LDP ≤ x: RR_x's (KOV Thm 3.3)."
+    return certificate
+
+
+def _rr_delta(k: int, eps_prime: float):
+    """ε-LDP premise, ``delta_composed`` conclusion: the envelope is k-fold RR_x's δ(ε')."""
+    def certificate(x, eps, *, n, r=None, prior="free"):
+        return composition.rr_delta_composed(x, k, eps_prime), None
+
+    certificate.__doc__ = f"sup delta_composed(k={k}, ε'={eps_prime:g}) at LDP ≤ x: RR_x's."
+    return certificate
+
+
+# --------------------------------------------------------------------------------------------
+# the claimed bounds (x: the single-use level; k, δ fixed per instance)
+# --------------------------------------------------------------------------------------------
+
+
+def basic(k: int):
+    """C1: ``kε``."""
+    return lambda x, *p: k * jnp.asarray(x)
+
+
+def advanced(k: int, delta: float):
+    """C2: ``ε√(2k ln(1/δ)) + kε(e^ε − 1)``."""
+    root = math.sqrt(2.0 * k * math.log(1.0 / delta))
+    return lambda x, *p: root * jnp.asarray(x) + k * jnp.asarray(x) * jnp.expm1(x)
+
+
+def kov_closed_form(k: int, delta: float):
+    """C4: KOV 2015 Thm 3.4 at δ = 0, the least of its three terms."""
+    def bound(x, *p):
+        x = jnp.asarray(x)
+        drift = k * x * jnp.tanh(x / 2.0)
+        middle = drift + x * jnp.sqrt(2.0 * k * jnp.log(math.e + jnp.sqrt(k * x * x) / delta))
+        last = drift + x * math.sqrt(2.0 * k * math.log(1.0 / delta))
+        return jnp.minimum(k * x, jnp.minimum(middle, last))
+    return bound
+
+
+def renyi_composed(k: int, order: float, delta: float):
+    """C5: ``kr + log(1/δ)/(α − 1)``."""
+    shift = math.log(1.0 / delta) / (order - 1.0)
+    return lambda x, *p: k * jnp.asarray(x) + shift
+
+
+def zcdp_composed(k: int, delta: float):
+    """C6: ``kρ + 2√(kρ log(1/δ))``."""
+    log_inv = math.log(1.0 / delta)
+    return lambda x, *p: k * jnp.asarray(x) + 2.0 * jnp.sqrt(k * jnp.asarray(x) * log_inv)
+
+
+def clt_mu(x, k: int):
+    """C7's ``μ = 2√k·sinh(ε/2)``: DRS Thm 3.5's ``2Σkl/√(Σ(κ₂ − kl²))`` for k steps of
+    ``f_{ε,0}`` (``kl = ε tanh(ε/2)``, ``κ₂ = ε²``; ``κ₂ − kl² = ε² sech²(ε/2)``)."""
+    return 2.0 * math.sqrt(k) * jnp.sinh(jnp.asarray(x) / 2.0)
+
+
+def clt(k: int, delta: float):
+    """C7: the ε at δ of μ-GDP with :func:`clt_mu`."""
+    return lambda x, *p: gaussian_eps(clt_mu(x, k), delta)
+
+
+# --------------------------------------------------------------------------------------------
+# the relations
+# --------------------------------------------------------------------------------------------
+
+DMNS = Source("Dwork, McSherry, Nissim, Smith 2006 (TCC); Dwork, Roth 2014", "Thm 3.16")
+DRV = Source("Dwork, Rothblum, Vadhan 2010 (FOCS); Dwork, Roth 2014",
+             "Thm III.3; Dwork–Roth Thm 3.20 at δ = 0")
+KOV = "Kairouz, Oh, Viswanath 2015 (ICML), arXiv 1311.0776"
+MIRONOV = Source("Mironov 2017 (CSF), arXiv 1702.07476", "Prop. 1 and Prop. 3")
+BUN_STEINKE = Source("Bun, Steinke 2016 (TCC), arXiv 1605.02065",
+                     "Lemma 1.7 (composition) and Prop. 1.3")
+DRS = Source("Dong, Roth, Su 2022 (JRSS-B), arXiv 1905.02383",
+             "Thm 3.5 (CLT, without its error term) and Cor. 2.13")
+
+# Binary mechanisms are where ε-LDP's worst case lives (RR_x), and a composed level's cost grows
+# like C(k + m − 1, m − 1) count vectors per pair: two outputs keep k = 100 at 101 per pair.
+_SHAPE = {1: None, 10: (3, 3), 100: (2, 2)}
+
+
+QUICK = {(10, 1e-6), (10, 1e-3), (10, 1.0)}
+"""The ``(k, δ or ε')`` of the instances the quick audit of every relation takes (8 of 48; the
+others cost about 15 s each there): k = 10, δ = 1e-6, C7 at δ = 1e-3 (where its error shows)
+and C3 at ε' = 1."""
+
+
+def _add(**fields) -> Relation:
+    options = fields["options"]
+    at = (options["k"], options.get("delta", options.get("epsilon")))
+    relation = register(Relation(**fields, quick=at in QUICK), replace=True,
+                        check_bound=False)  # the shapes are checked by tests/test_relations.py
+    C_RELATIONS.append(relation)
+    return relation
+
+
+for _k in USES:
+    _sampling = Sampling(shape=_SHAPE[_k]) if _SHAPE[_k] else None
+    for _d in DELTAS:
+        _at = {"k": _k, "delta": _d}
+        _add(id=composed_id("C1", _k, delta=_d),
+             statement=f"ε-LDP ⇒ ε_k(δ) ≤ kε at k = {_k}, δ = {_d:g}", sources=(DMNS,),
+             premise="ldp", conclusion="eps_composed", options=_at, bound=basic(_k),
+             certificate=_rr_eps(_k, _d), proof=CERTIFIED, sampling=_sampling)
+        _add(id=composed_id("C2", _k, delta=_d),
+             statement=f"ε-LDP ⇒ ε_k(δ) ≤ ε√(2k ln(1/δ)) + kε(e^ε−1) at k = {_k}, δ = {_d:g}",
+             sources=(DRV,), premise="ldp", conclusion="eps_composed", options=_at,
+             bound=advanced(_k, _d), certificate=_rr_eps(_k, _d), proof=CERTIFIED,
+             sampling=_sampling)
+        _add(id=composed_id("C4", _k, delta=_d),
+             statement=f"ε-LDP ⇒ ε_k(δ) ≤ KOV's closed form (Thm 3.4) at k = {_k}, δ = {_d:g}",
+             sources=(Source(KOV, "Thm 3.4 at δ = 0"),), premise="ldp",
+             conclusion="eps_composed", options=_at, bound=kov_closed_form(_k, _d),
+             certificate=_rr_eps(_k, _d), proof=CERTIFIED, sampling=_sampling)
+        for _a in ORDERS:
+            _add(id=composed_id("C5", _k, order=_a, delta=_d),
+                 statement=f"D_α ≤ r ⇒ ε_k(δ) ≤ kr + log(1/δ)/(α−1) at α = {_a:g}, k = {_k}, "
+                           f"δ = {_d:g}", sources=(MIRONOV,), premise="renyi",
+                 conclusion="eps_composed", options={"order": _a, **_at},
+                 bound=renyi_composed(_k, _a, _d), sampling=_sampling)
+        _add(id=composed_id("C6", _k, delta=_d),
+             statement=f"ρ-zCDP ⇒ ε_k(δ) ≤ kρ + 2√(kρ log(1/δ)) at k = {_k}, δ = {_d:g}",
+             sources=(BUN_STEINKE,), premise="zcdp", conclusion="eps_composed", options=_at,
+             bound=zcdp_composed(_k, _d), sampling=_sampling)
+    for _d in CLT_DELTAS:
+        _add(id=composed_id("C7", _k, delta=_d),
+             statement=f"ε-LDP ⇒ ε_k(δ) ≤ ε(δ) of μ-GDP, μ = 2√k sinh(ε/2) (CLT) at k = {_k}, "
+                       f"δ = {_d:g}", sources=(DRS,), premise="ldp", conclusion="eps_composed",
+             options={"k": _k, "delta": _d}, bound=clt(_k, _d), certificate=_rr_eps(_k, _d),
+             proof=CERTIFIED, sampling=_sampling)
+    for _e in EPS_PRIME:
+        _add(id=composed_id("C3", _k, epsilon=_e),
+             statement=f"ε-LDP ⇒ δ_k(ε') ≤ k-fold RR_ε's δ(ε') at k = {_k}, ε' = {_e:g}",
+             sources=(Source(KOV, "Thm 3.3"),), premise="ldp", conclusion="delta_composed",
+             options={"k": _k, "epsilon": _e},
+             bound=(lambda k, e: lambda x, *p: composition.rr_delta_composed(x, k, e))(_k, _e),
+             certificate=_rr_delta(_k, _e), proof=CERTIFIED, sampling=_sampling)
