@@ -87,7 +87,7 @@ __all__ = [
     "autodp_puredp_to_rdp", "autodp_rdp_to_approxdp", "autodp_rdp_to_delta",
     "dp_accounting_compute_delta", "dp_accounting_compute_epsilon",
     "opendp_make_pureDP_to_zCDP", "opendp_make_zCDP_to_approxDP",
-    "opendp_make_zCDP_to_approxDP_delta", "prv_accountant_rdp", "prv_accountant_rdp_to_dp",
+    "opendp_make_zCDP_to_approxDP_delta", "prv_accountant_rdp", "prv_accountant_rdp_to_dp", "quiet",
 ]
 
 
@@ -149,7 +149,7 @@ def dp_accounting_compute_delta(r: float, *, order: float, epsilon: float) -> fl
 
 
 @contextlib.contextmanager
-def _quiet():
+def quiet():
     """Silences autodp's side channels: SciPy/NumPy RuntimeWarnings and its ``print("not found")``
     (``sys.stdout`` is swapped for the call's duration)."""
     with warnings.catch_warnings(), np.errstate(all="ignore"), \
@@ -188,7 +188,7 @@ def autodp_rdp_to_approxdp(rho: float, *, delta: float) -> float:
 
     from autodp import converter
 
-    with _quiet():
+    with quiet():
         eps = converter.rdp_to_approxdp(_zcdp_curve(rho))(delta)
     return _claim(eps, "autodp.rdp_to_approxdp")
 
@@ -214,7 +214,7 @@ def autodp_rdp_to_delta(rho: float, *, epsilon: float) -> float:
 
     from autodp import converter
 
-    with _quiet():
+    with quiet():
         delta = converter.rdp_to_delta(_zcdp_curve(rho))(epsilon)
     return _claim(delta, "autodp.rdp_to_delta")
 
@@ -240,7 +240,7 @@ def autodp_puredp_to_rdp(eps: float, *, order: float) -> float:
 
     from autodp import converter
 
-    with _quiet():
+    with quiet():
         value = converter.puredp_to_rdp(eps)(order)
     return _claim(value, "autodp.puredp_to_rdp")
 

@@ -44,17 +44,26 @@ def _compose(args) -> int:
     from jaxpriv.engines import compose, io
     from jaxpriv.report import compose as written
 
+    if args.accountants and (args.delta is None or len(args.files) != 1):
+        raise InputError("--accountants compares the libraries' composed ε at --delta for one "
+                         "mechanism used k times: give one FILE and --delta")
     mechs = []
     for path in args.files:
         mech, _ = io.load_mechanism(path)
         mechs.append(mech)
     result = compose.compose(mechs, args.k, epsilon=args.epsilon, delta=args.delta)
-    data = written.summary(result, args.files)
+    rows = []
+    if args.accountants:
+        rows = compose.accountant_rows(mechs[0], result.uses[0], result.at, result.value)
+        if not rows:
+            raise InputError("--accountants: no accountant is installed; pip install "
+                             "'jaxpriv[accountants]'")
+    data = written.summary(result, args.files, rows)
     if args.out:
-        written.write(Path(args.out), mechs, result, args.files)
+        written.write(Path(args.out), mechs, result, args.files, rows)
     if args.json:
         print(json.dumps(data))
-        return 0
+        return 1 if any(row.verdict == "UNSOUND" for row in rows) else 0
     uses = " + ".join(f"{k} × {Path(f).name}" for k, f in zip(result.uses, args.files))
     print(f"composition   {uses}")
     if result.measure == "eps":
@@ -62,9 +71,16 @@ def _compose(args) -> int:
     else:
         print(f"δ(ε = {result.at:g})   {format_value(result.value)}  ({result.method})")
     print(f"attained by   secrets {result.pair[0]} → {result.pair[1]} (the ordered pair of rows)")
+    for i, row in enumerate(rows, 1):
+        value = "—" if row.value is None else format_value(row.value)
+        ratio = "" if row.ratio is None else f"  ×{row.ratio:.4g}"
+        print(f"#{i:<2} {row.library:<15} {value:>14}{ratio:<12} {row.verdict}")
+        print(f"      {row.call}")
+        if row.note:
+            print(f"      ({row.note})")
     if args.out:
         print(f"written       {Path(args.out) / 'summary.json'}, {Path(args.out) / 'profile.png'}")
-    return 0
+    return 1 if any(row.verdict == "UNSOUND" for row in rows) else 0
 
 
 def format_value(value: float) -> str:

@@ -114,6 +114,10 @@ def _compose_parser(sub) -> None:
     p.add_argument("--out", default=None,
                    help="write summary.json and profile.png (δ(ε) beside one use) here")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--accountants", action="store_true",
+                   help="also every installed accountant's composed ε for the same mechanism, k "
+                        "and δ, with its ratio to the exact value and a verdict (sound or "
+                        "UNSOUND); one mechanism, --delta (pip install 'jaxpriv[accountants]')")
 
 
 def _show_parser(sub) -> None:

@@ -12,6 +12,8 @@ Examples:
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import NamedTuple, Sequence
 
 import jax
@@ -146,4 +148,70 @@ def profile_curve(mechs: Sequence[Mechanism], uses: Sequence[int], pair: tuple[i
         return np.asarray(jax.jit(curve)(rows, grid))
 
 
-__all__ = ["ComposeResult", "compose", "pair_values", "profile_curve"]
+class AccountantRow(NamedTuple):
+    """One library's composed ε for the same mechanism, k and δ, beside the exact value.
+
+    Attributes:
+      library, call: what was called (:mod:`jaxpriv.catalog.accountant_composition`).
+      value: the library's ε (``None`` where it refused the call or it does not apply).
+      ratio: ``value / exact`` (``None`` without a value).
+      verdict: ``"sound"`` (at least the exact ε, up to the tolerance), ``"UNSOUND"`` (below it
+        beyond the tolerance: the library claims less privacy loss than k uses have),
+        ``"lower estimate"`` (an optimistic estimate at most the exact ε, as it claims),
+        ``"above the exact value"`` (an optimistic estimate that is not one), or ``"no value"``.
+      note: why there is no value, or what the value is of (the LDP level it was given).
+    """
+
+    library: str
+    call: str
+    value: float | None
+    ratio: float | None
+    verdict: str
+    note: str
+
+
+def accountant_rows(mech: Mechanism, k: int, delta: float, exact: float,
+                    neighbours=None) -> list[AccountantRow]:
+    """Every installed library's composed ε for ``k`` uses of ``mech`` at ``delta``, checked
+    against ``exact`` (the float64 :func:`compose` value of the same mechanism, k and δ): below
+    it by more than ``RTOL·exact + ATOL`` is **UNSOUND**."""
+    from jaxpriv.catalog import accountant_composition as library
+    from jaxpriv.core import notions
+    from jaxpriv.registry import ATOL, RTOL
+
+    with jax.enable_x64(True):
+        log_K = jnp.asarray(mech.log_K, jnp.float64)
+        ldp = float(notions.ldp(dataclasses.replace(mech, log_K=log_K), neighbours))
+        pairs = [(log_K[d], log_K[e]) for d, e in np.argwhere(pair_mask(mech.n, neighbours))]
+    rows = []
+    for call in library.CALLS:
+        if not call.available:
+            continue
+        if call.kind == "ldp" and not math.isfinite(ldp):
+            rows.append(AccountantRow(call.library, call.call, None, None, "no value",
+                                      "the mechanism is not ε-LDP for any finite ε"))
+            continue
+        if call.kind == "ldp":
+            value, why = library.run(call, ldp, k, delta)
+            note = f"given the LDP level ε = {ldp:.12g}"
+        else:
+            values = [library.run(call, pair, k, delta) for pair in pairs]
+            why = next((w for v, w in values if v is None), "")
+            value = None if why else max(v for v, _ in values)
+            note = "its largest value over the ordered pairs"
+        if value is None:
+            rows.append(AccountantRow(call.library, call.call, None, None, "no value", why))
+            continue
+        ratio = value / exact if exact > 0 else (math.inf if value > 0 else 1.0)
+        below = value < exact * (1.0 - RTOL) - ATOL
+        above = value > exact * (1.0 + RTOL) + ATOL
+        if call.upper:
+            verdict = "UNSOUND" if below else "sound"
+        else:
+            verdict = "above the exact value" if above else "lower estimate"
+        rows.append(AccountantRow(call.library, call.call, value, ratio, verdict, note))
+    return rows
+
+
+__all__ = ["AccountantRow", "ComposeResult", "accountant_rows", "compose", "pair_values",
+           "profile_curve"]

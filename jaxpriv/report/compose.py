@@ -17,10 +17,11 @@ from jaxpriv.report.axes import _pyplot, _save
 from jaxpriv.report.files import write_json
 
 
-def summary(result: engine.ComposeResult, files=()) -> dict:
+def summary(result: engine.ComposeResult, files=(), accountants=()) -> dict:
     """The JSON object of a composition: ``eps``/``delta``, ``bracket``, ``method``, ``pair``,
-    the uses and files, every ordered pair's value, and ``accountants`` (a list, empty until an
-    accountant is asked)."""
+    the uses and files, every ordered pair's value, and ``accountants``: one object per call
+    path (``library``, ``call``, ``value``, ``ratio``, ``verdict``, ``note``; empty unless
+    ``--accountants``)."""
     def plain(x):  # infinities as JSON's Infinity, like `eval --json`; NaN (no pair) as null
         return None if math.isnan(x) else x
 
@@ -34,13 +35,16 @@ def summary(result: engine.ComposeResult, files=()) -> dict:
         "uses": list(result.uses),
         "files": [str(f) for f in files],
         "per_pair": [[plain(float(v)) for v in row] for row in result.per_pair],
-        "accountants": [],
+        "accountants": [{"library": row.library, "call": row.call, "value": row.value,
+                         "ratio": row.ratio, "verdict": row.verdict, "note": row.note}
+                        for row in accountants],
     }
 
 
-def profile_figure(mechs, result: engine.ComposeResult, path: Path) -> Path:
+def profile_figure(mechs, result: engine.ComposeResult, path: Path, accountants=()) -> Path:
     """``δ(ε)`` of the attaining pair under the composition and under one use of each mechanism
-    (log δ against ε), with the reported point marked."""
+    (log δ against ε), with the reported point marked, and each accountant's ε at the same δ (a
+    point left of the curve claims less than the exact privacy loss)."""
     plt = _pyplot()
     single = [1] * len(result.uses)
     eps_max = _eps_axis(mechs, result)
@@ -59,6 +63,12 @@ def profile_figure(mechs, result: engine.ComposeResult, path: Path) -> Path:
     elif result.measure == "delta" and result.value > 0:
         ax.plot([result.at], [result.value], "o", color="tab:red",
                 label=f"δ = {result.value:.4g} at ε = {result.at:g}")
+    shown = [row for row in accountants if row.value is not None and math.isfinite(row.value)]
+    for i, row in enumerate(shown):
+        unsound = row.verdict == "UNSOUND"
+        ax.plot([row.value], [result.at], "x" if unsound else "+", ms=9,
+                color="tab:red" if unsound else "tab:green", alpha=0.85,
+                label=f"{row.library} #{i + 1}: {row.value:.4g} ({row.verdict})")
     marked = [result.at if result.measure == "eps" else result.value]
     positive = np.concatenate([composed[composed > 0], once[once > 0],
                                [v for v in marked if v > 0]])
@@ -88,11 +98,11 @@ def _eps_axis(mechs, result) -> float:
     return max(1.25 * point, ldp * 1.25, 1.0)
 
 
-def write(out: Path, mechs, result: engine.ComposeResult, files=()) -> dict:
+def write(out: Path, mechs, result: engine.ComposeResult, files=(), accountants=()) -> dict:
     """``summary.json`` and ``profile.png`` in ``out``; returns the summary."""
     out = Path(out)
-    data = summary(result, files)
-    profile_figure(mechs, result, out / "profile.png")
+    data = summary(result, files, accountants)
+    profile_figure(mechs, result, out / "profile.png", accountants)
     write_json(out / "summary.json", data)
     return data
 
