@@ -144,7 +144,7 @@ def test_no_mechanism_exceeds_the_certificate_and_true_theorems_hold(x64, k, sha
 
 
 def test_rr_attains_the_envelope_so_c3_reads_tight(x64):
-    relation = registry.get(ct.composed_id("C3", 10, epsilon=1.0))
+    relation = registry.get(ct.composed_id("C3", 10, epsilon=0.7))
     with jax.enable_x64(True):
         mech = families.randomized_response(0.5)
     result = relation.check(mech)
@@ -187,3 +187,11 @@ def test_c7_the_clt_is_not_a_bound():
     assert claimed < exact * (1 - 0.05)
     # the composed δ at the claimed ε is above 1e-3 (the claim's δ), by the oracle
     assert float(reference.rr_composed_delta(where, 10, claimed)) > 1.02e-3
+    # and at the registered δ = 1e-6, towards ε → 0 (the audit's certified region reaches 1e-6):
+    # the CLT says 5.63e-7 where 10 uses of RR_1e-6 need 6.11e-7 (×0.921)
+    with jax.enable_x64(True):
+        claimed = float(ct.clt(10, 1e-6)(jnp.asarray(1e-6)))
+    assert claimed == pytest.approx(_gaussian_eps_oracle(2 * math.sqrt(10) * math.sinh(5e-7),
+                                                         1e-6), rel=1e-9)
+    assert claimed / float(reference.rr_composed_eps(1e-6, 10, 1e-6)) == pytest.approx(0.9209,
+                                                                                       abs=1e-4)

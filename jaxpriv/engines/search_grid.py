@@ -165,7 +165,11 @@ def _row(config, g, x, chosen, cert, out_dir) -> dict[str, Any]:
     row.update(**levels, bound=bound, slack=slack)
     if cert is not None:
         # relative shortfall of the found conclusion/bound ratio against the certified one
-        row["gap"] = 1.0 - row["certified_slack"] / slack if np.isfinite(slack) else 1.0
+        # (a found slack of 0 — a claimed bound of 0 and a positive conclusion — is below
+        # every certified one: no shortfall, as a gap of −∞)
+        row["gap"] = (1.0 if not np.isfinite(slack) else
+                      -np.inf if slack == 0 and row["certified_slack"] > 0 else
+                      0.0 if slack == 0 else 1.0 - row["certified_slack"] / slack)
     if out_dir is not None:
         name = f"witnesses/grid/g{g:03d}.json"
         io.save_mechanism(out_dir / name, mech, relation=config.relation, grid_point=x,
