@@ -195,3 +195,21 @@ def test_c7_the_clt_is_not_a_bound():
                                                          1e-6), rel=1e-9)
     assert claimed / float(reference.rr_composed_eps(1e-6, 10, 1e-6)) == pytest.approx(0.9209,
                                                                                        abs=1e-4)
+
+
+def test_the_quick_audit_takes_nine_instances_at_small_shapes():
+    """48 instances registered; the quick audit of every relation takes the 9 at k = 10 (each
+    costs ~15 s there), any selection naming a claim takes all of its instances, and the plan
+    draws k = 100 on 2×2 and k = 10 on 3×3 mechanisms (Sampling.shape)."""
+    from jaxpriv import audit
+
+    quick = [r for r in audit.relation_ids(None, audit.budget("quick")) if r in registry.REGISTRY
+             and r.startswith("C")]
+    every = [r for r in audit.relation_ids(None, audit.budget("standard")) if r.startswith("C")]
+    assert len(every) == 48 and len(quick) == 9
+    assert all(".k10." in r for r in quick)
+    assert len(audit.relation_ids("C2", audit.budget("quick"))) == 6
+    tasks = audit.plan(audit.budget("quick"), ["C2.k100.d1e-5", "C2.k10.d1e-5", "C2.k1.d1e-5"])
+    shapes = [(t.relation, t.kind, t.config.n, t.config.m) for t in tasks]
+    assert ("C2.k100.d1e-5", "sweep", 2, 2) in shapes and ("C2.k10.d1e-5", "search", 3, 3) in shapes
+    assert ("C2.k1.d1e-5", "sweep", 4, 4) in shapes
