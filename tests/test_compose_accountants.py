@@ -134,3 +134,22 @@ def test_compose_accountants_needs_delta_and_one_file():
     code, out, err = _cli(EXAMPLE, "--k", 20, "--epsilon", 1.0, "--accountants")
     assert code == 2 and "Traceback" not in err
     assert err.strip().splitlines()[-1].startswith("jaxpriv: error: --accountants compares")
+
+
+def _show(path):
+    done = subprocess.run([sys.executable, "-m", "jaxpriv.cli", "show", str(path)],
+                          capture_output=True, text=True, timeout=300)
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_show_rechecks_the_composition_witness():
+    """The finding's witness file carries its k and δ (``"compose"``): ``jaxpriv show`` runs the
+    accountants on it (exit 1, the UNSOUND rows); without any accountant installed it says what
+    to install, in one line (exit 2)."""
+    import importlib.util
+    code, out, err = _show(EXAMPLE)
+    if importlib.util.find_spec("dp_accounting") is None:
+        assert code == 2 and "no accountant is installed" in err.strip().splitlines()[-1]
+        return
+    assert code == 1, err
+    assert out.count("UNSOUND") == 2 and "9.859411024" in out

@@ -213,3 +213,17 @@ def test_the_quick_audit_takes_nine_instances_at_small_shapes():
     shapes = [(t.relation, t.kind, t.config.n, t.config.m) for t in tasks]
     assert ("C2.k100.d1e-5", "sweep", 2, 2) in shapes and ("C2.k10.d1e-5", "search", 3, 3) in shapes
     assert ("C2.k1.d1e-5", "sweep", 4, 4) in shapes
+
+
+def test_the_c7_witness_rechecks_as_violated():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "c7_counterexample.json"
+    done = subprocess.run([sys.executable, "-m", "jaxpriv.cli", "check", "C7.k10.d1e-6",
+                           str(example), "--json"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr
+    import json
+    result = json.loads(done.stdout)
+    assert result["violated"] and 0.92 < result["slack"] < 0.922

@@ -225,3 +225,25 @@ def test_small_audit_verdicts(tmp_path):
     assert v["D14"]["kind"] == "certified" and v["D14"]["verdict"].startswith("loose")
     assert v["D14"]["certified_slack"] == pytest.approx(1.5, rel=1e-5)
     assert all(r["violation_count"] == 0 for r in v.values())
+
+
+def test_a_file_without_the_instances_values_is_checked_at_the_instances_own():
+    """`jaxpriv check D6.a4.d1e-2 FILE` on a plain mechanism file (no 'order', no 'delta'): the
+    check is at α = 4, δ = 1e-2 — the file's missing values once overrode them with the notions'
+    defaults (α = 2, δ = 1e-5), so the numbers printed were D6.a2.d1e-5's."""
+    from pathlib import Path
+
+    from jaxpriv import level
+    from jaxpriv.engines import certify, io
+
+    relation = registry.get("D6.a4.d1e-2")
+    mech, extras = io.load_mechanism(Path(__file__).resolve().parents[1] / "examples" /
+                                     "krr4.json")
+    parameter, options = certify.witness_check_arguments(extras, relation)
+    assert options["order"] is None and options["delta"] is None
+    result = relation.check(mech, parameter=parameter, **options)
+    assert float(result.premise) == pytest.approx(float(level("renyi", mech, order=4.0)),
+                                                  rel=1e-12)
+    assert float(result.conclusion) == pytest.approx(
+        float(level("eps_at_delta", mech, delta=1e-2)), rel=1e-12)
+    assert float(result.premise) != pytest.approx(float(level("renyi", mech, order=2.0)))

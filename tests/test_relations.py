@@ -228,3 +228,11 @@ def test_check_is_one_compiled_program_and_falls_back_op_by_op():
     finally:
         registry.unregister("R2NUMPY")
         registry.unregister("ldp_numpy")
+
+
+def test_a_required_notion_parameter_nobody_gives_is_one_error():
+    """A notion parameter with no default (the PAC notions' μ) that neither the options nor the
+    relation give is refused by name; a relation's own options fill what a file leaves out."""
+    with pytest.raises(InputError, match="needs 'mu'"):
+        registry.notion("pac_gamma").resolve({"alpha": 1.0, "d_true": 0})
+    assert registry.notion("pac_gamma").resolve({"mu": 0.0, "alpha": 1.0, "d_true": 0})["mu"] == 0.0

@@ -241,6 +241,9 @@ def _show(args) -> int:
     from jaxpriv.engines import certify, io
 
     data = io.read_json(args.file)
+    if isinstance(data, dict) and isinstance(data.get("compose"), dict) and not data.get(
+            "relation"):
+        return _show_composition(args, data["compose"])
     if not isinstance(data, dict) or not data.get("relation"):
         raise InputError(f"{args.file}: not a witness (no 'relation' field); use 'jaxpriv eval' "
                          "for a mechanism, 'jaxpriv check RELATION FILE' to check one")
@@ -252,6 +255,18 @@ def _show(args) -> int:
         _eval(argparse.Namespace(file=args.file, json=False))
         print()
     return _report_check(relation, certify.check_witness(args.file), args.json)
+
+
+def _show_composition(args, given: dict) -> int:
+    """A composition witness (``{"K": …, "compose": {"k": K, "delta": D}}``): the exact
+    composed ε of its mechanism beside every installed accountant's, as ``jaxpriv compose FILE
+    --k K --delta D --accountants`` prints them (exit 1 where one is UNSOUND)."""
+    from jaxpriv.core import composition
+
+    k = composition.checked_uses(given.get("k"))
+    delta = composition.checked_number("compose", "delta", given.get("delta"))
+    return _compose(argparse.Namespace(files=[args.file], k=[k], delta=delta, epsilon=None,
+                                       json=args.json, out=None, accountants=True))
 
 
 # -- relations ---------------------------------------------------------------------------------

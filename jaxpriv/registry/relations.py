@@ -124,9 +124,11 @@ class Relation:
     def check(self, mech: Mechanism, *, parameter=None, rtol: float = RTOL, atol: float = ATOL,
               **options: Any) -> CheckResult:
         """Evaluate the relation on ``mech`` in float64 at its own ``options`` (those given
-        here override them); see :func:`jaxpriv.registry.check`."""
+        here override them; one given as ``None`` — a file that does not set it — keeps the
+        relation's); see :func:`jaxpriv.registry.check`."""
+        given = {key: value for key, value in options.items() if value is not None}
         return _registry().check(self, mech, parameter=parameter, rtol=rtol, atol=atol,
-                                 **{**self.options, **options})
+                                 **{**self.options, **given})
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
