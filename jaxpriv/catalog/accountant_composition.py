@@ -106,16 +106,6 @@ def _pmf_pld(pessimistic: bool):
 # -- prv-accountant -----------------------------------------------------------------------------
 
 
-def _prv(eps: float, k: int, delta: float) -> float:
-    from prv_accountant import PRVAccountant
-    from prv_accountant.privacy_random_variables import PureDPMechanism
-
-    accountant = PRVAccountant(prvs=[PureDPMechanism(eps)], max_self_compositions=[k],
-                               eps_error=PRV_EPS_ERROR, delta_error=PRV_DELTA_ERROR)
-    _, _, upper = accountant.compute_epsilon(delta=delta, num_self_compositions=[k])
-    return float(upper)
-
-
 PRV_EPS_ERROR = 0.01
 PRV_DELTA_ERROR = 1e-10
 """prv-accountant's error settings (its README's DP-SGD example uses eps_error=0.01; δ_error is
@@ -131,6 +121,11 @@ def prv_triple(eps: float, k: int, delta: float) -> tuple[float, float, float]:
                                eps_error=PRV_EPS_ERROR, delta_error=PRV_DELTA_ERROR)
     return tuple(float(v) for v in accountant.compute_epsilon(delta=delta,
                                                               num_self_compositions=[k]))
+
+
+def _prv(eps: float, k: int, delta: float) -> float:
+    """The upper end of :func:`prv_triple`: what prv-accountant claims as a bound."""
+    return prv_triple(eps, k, delta)[2]
 
 
 # -- autodp -------------------------------------------------------------------------------------
@@ -183,7 +178,7 @@ def run(call: ComposeCall, argument, k: int, delta: float) -> tuple[float | None
             value = call.function(argument, k, delta)
     except Exception as error:  # a library's refusal is reported, not raised
         return None, f"{type(error).__name__}: {error}"[:200]
-    if not math.isfinite(value) and not value == math.inf:
+    if math.isnan(value) or value == -math.inf:
         return None, f"returned {value!r}"
     return value, ""
 

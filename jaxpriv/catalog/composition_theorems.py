@@ -48,7 +48,7 @@ import math
 import jax.numpy as jnp
 
 from jaxpriv.catalog import notions as catalog  # noqa: F401  (the notions the relations use)
-from jaxpriv.catalog.dp_literature import instance_id
+from jaxpriv.catalog.dp_literature import at_randomized_response, instance_id
 from jaxpriv.core import composition
 from jaxpriv.core.gaussian import gaussian_eps
 from jaxpriv.registry import Relation, Sampling, Source, register
@@ -81,20 +81,14 @@ def composed_id(base: str, k: int, **values) -> str:
 
 def _rr_eps(k: int, delta: float):
     """ε-LDP premise, ``eps_composed`` conclusion: the envelope is k-fold RR_x's ε at δ."""
-    def certificate(x, eps, *, n, r=None, prior="free"):
-        return composition.rr_eps_composed(x, k, delta), None
-
-    certificate.__doc__ = f"sup eps_composed(k={k}, δ={delta:g}) at LDP ≤ x: RR_x's (KOV Thm 3.3)."
-    return certificate
+    return at_randomized_response(lambda x: composition.rr_eps_composed(x, k, delta),
+                                  f"eps_composed(k={k}, δ={delta:g})")
 
 
 def _rr_delta(k: int, eps_prime: float):
     """ε-LDP premise, ``delta_composed`` conclusion: the envelope is k-fold RR_x's δ(ε')."""
-    def certificate(x, eps, *, n, r=None, prior="free"):
-        return composition.rr_delta_composed(x, k, eps_prime), None
-
-    certificate.__doc__ = f"sup delta_composed(k={k}, ε'={eps_prime:g}) at LDP ≤ x: RR_x's."
-    return certificate
+    return at_randomized_response(lambda x: composition.rr_delta_composed(x, k, eps_prime),
+                                  f"delta_composed(k={k}, ε'={eps_prime:g})")
 
 
 # --------------------------------------------------------------------------------------------

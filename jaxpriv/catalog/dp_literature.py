@@ -70,7 +70,7 @@ def instance_id(base: str, order: float | None = None, delta: float | None = Non
 # --------------------------------------------------------------------------------------------
 
 
-def _at_randomized_response(value_at_rr, what: str):
+def at_randomized_response(value_at_rr, what: str):
     """ε-LDP premise: the sup of a pair notion obeying data processing is its value at binary
     randomized response ``RR_x`` (KOV 2015 Thm 2.5), exact and attained, for every prior; given
     in closed form (a float64 ``RR_x`` itself is too coarse near 0: its rows differ by ~x/2,
@@ -92,12 +92,12 @@ def ldp_envelope(premise: str, conclusion: str, options: dict | None = None):
     if premise != "ldp":
         return None
     if conclusion == "tv":
-        return _at_randomized_response(_tanh_half, "tv")
+        return at_randomized_response(_tanh_half, "tv")
     if conclusion in ("kl", "zcdp"):
-        return _at_randomized_response(_kl_of_rr, conclusion)
+        return at_randomized_response(_kl_of_rr, conclusion)
     order = options.get("order", 2.0)
     if conclusion == "renyi" and isinstance(order, (int, float)) and 1.0 < order < math.inf:
-        return _at_randomized_response(_d5_bound(float(order)), "renyi")
+        return at_randomized_response(_d5_bound(float(order)), "renyi")
     return None
 
 

@@ -58,12 +58,13 @@ def _compose(args) -> int:
         if not rows:
             raise InputError("--accountants: no accountant is installed; pip install "
                              "'jaxpriv[accountants]'")
+    status = 1 if any(row.verdict == "UNSOUND" for row in rows) else 0
     data = written.summary(result, args.files, rows)
     if args.out:
         written.write(Path(args.out), mechs, result, args.files, rows)
     if args.json:
         print(json.dumps(data))
-        return 1 if any(row.verdict == "UNSOUND" for row in rows) else 0
+        return status
     uses = " + ".join(f"{k} × {Path(f).name}" for k, f in zip(result.uses, args.files))
     print(f"composition   {uses}")
     if result.measure == "eps":
@@ -80,7 +81,7 @@ def _compose(args) -> int:
             print(f"      ({row.note})")
     if args.out:
         print(f"written       {Path(args.out) / 'summary.json'}, {Path(args.out) / 'profile.png'}")
-    return 1 if any(row.verdict == "UNSOUND" for row in rows) else 0
+    return status
 
 
 def format_value(value: float) -> str:

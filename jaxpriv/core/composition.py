@@ -307,19 +307,7 @@ def rr_delta_composed(eps, k: int, eps_prime) -> Float[Array, "*b"]:
     ``C(k,l) e^{(k−l)ε}(1 − e^{ε' − (k−2l)ε})`` non-negative. Broadcasts over ``eps`` and
     ``eps_prime``. Kairouz, Oh, Viswanath (2015) Thm 3.3: every k-fold composition of ε-LDP steps
     (adaptive ones too) has ``δ_k(ε') ≤`` this."""
-    k = checked_uses(k)
-    eps = jnp.asarray(eps)
-    eps_prime = jnp.asarray(eps_prime, eps.dtype)
-    eps, eps_prime = jnp.broadcast_arrays(eps, eps_prime)
-    l = jnp.arange(k + 1, dtype=eps.dtype)
-    log_choose = gammaln(k + 1.0) - gammaln(l + 1.0) - gammaln(k - l + 1.0)
-    e, ep = eps[..., None], eps_prime[..., None]
-    loss = (k - 2 * l) * e
-    above = loss > ep
-    gap = jnp.where(above, ep - loss, -1.0)
-    log_term = log_choose + (k - l) * e - k * jnp.logaddexp(0.0, e)
-    terms = jnp.where(above, jnp.exp(log_term) * -jnp.expm1(gap), 0.0)
-    return jnp.clip(jnp.sum(terms, axis=-1), 0.0, 1.0)
+    return _over_rr(delta_of_loss, eps, k, eps_prime)
 
 
 def rr_loss(eps, k: int) -> ComposedLoss:
@@ -337,11 +325,15 @@ def rr_eps_composed(eps, k: int, delta) -> Float[Array, "*b"]:
     """The least ``ε' ≥ 0`` with ``δ_k(ε') ≤ δ`` for ``k`` uses of ``RR_ε`` (any shape of
     ``eps``): by Kairouz, Oh, Viswanath (2015) Thm 3.3, the largest composed ε at δ of any k
     ε-LDP steps, attained by RR_ε itself (the envelope of the C-relations, SPEC §6)."""
+    return _over_rr(eps_of_loss, eps, k, delta)
+
+
+def _over_rr(pair_value, eps, k: int, at) -> Float[Array, "*b"]:
+    """``pair_value(rr_loss(ε, k), at)`` for every ε and ``at`` (broadcast together)."""
     k = checked_uses(k)
     eps = jnp.asarray(eps)
-    flat = eps.reshape(-1)
-    delta = jnp.asarray(delta, eps.dtype)
-    value = jax.vmap(lambda e: eps_of_loss(rr_loss(e, k), delta))(flat)
+    eps, at = jnp.broadcast_arrays(eps, jnp.asarray(at, eps.dtype))
+    value = jax.vmap(lambda e, a: pair_value(rr_loss(e, k), a))(eps.reshape(-1), at.reshape(-1))
     return value.reshape(eps.shape)
 
 
