@@ -37,9 +37,10 @@ def _call(text):
 
 
 def test_every_call_path_names_its_library_and_kind():
-    assert {c.library for c in library.CALLS} == {"dp_accounting", "prv_accountant", "autodp"}
+    assert {c.library for c in library.CALLS} == {"dp_accounting", "prv_accountant", "autodp",
+                                                  "opendp"}
     assert {c.kind for c in library.CALLS} == {"ldp", "pair"}
-    assert len({c.call for c in library.CALLS}) == len(library.CALLS) == 11
+    assert len({c.call for c in library.CALLS}) == len(library.CALLS) == 13
     assert [c.upper for c in library.CALLS].count(False) == 1  # the optimistic PLD only
 
 
@@ -91,6 +92,22 @@ def test_prv_accountant_and_autodp_are_sound_on_randomized_response():
     autodp = [r for r in rows if r.library == "autodp"]
     assert autodp[0].verdict == "sound"
     assert autodp[1].verdict == "no value" and "TypeError" in autodp[1].note  # ComposeAFA
+
+
+@pytest.mark.parametrize("eps, k", [(0.5, 20), (1.0, 100)])
+def test_opendp_composition_is_sound_basic_for_pure_dp_and_bounded_for_zcdp(eps, k):
+    """OpenDP's make_composition of k randomized-response measurements: pure DP composes
+    basically (kε, valid at every δ: Dwork, Roth 2014 Thm 3.16), rounded up; the zCDP route
+    (ρ = kε²/2, Bun, Steinke 2016 Prop 1.4 and Lemma 2.3) converts below the classic
+    ρ + 2√(ρ log(1/δ)) (Bun, Steinke 2016 Prop 1.3) and above the exact value."""
+    pytest.importorskip("opendp")
+    exact = float(reference.rr_composed_eps(eps, k, 1e-5))
+    rows = [r for r in compose.accountant_rows(_rr(eps), k, 1e-5, exact) if r.library == "opendp"]
+    pure, zcdp = rows
+    assert pure.verdict == zcdp.verdict == "sound"
+    assert k * eps <= pure.value <= k * eps * (1 + 1e-12)
+    rho = k * eps ** 2 / 2
+    assert exact < zcdp.value <= rho + 2 * math.sqrt(rho * math.log(1e5))
 
 
 def test_an_unsound_call_is_judged_against_the_mechanisms_exact_value():

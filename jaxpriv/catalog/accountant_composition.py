@@ -24,6 +24,9 @@ References:
   dp-accounting (Google): https://github.com/google/differential-privacy/tree/main/python
   prv-accountant (Microsoft): Gopi, Lee, Wutschitz 2021, arXiv 2106.02848
   autodp: Zhu, Dong, Wang 2022 (AISTATS), https://github.com/yuxiangw/autodp
+  OpenDP: https://github.com/opendp/opendp (``opendp.combinators.make_composition``: basic
+    composition for pure DP and zCDP; ``make_pureDP_to_zCDP``: ρ = ε²/2, Bun, Steinke 2016
+    Prop 1.4; ``make_zCDP_to_approxDP``: Canonne, Kamath, Steinke 2020 Prop 12)
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ class ComposeCall(NamedTuple):
     """One way a library composes a mechanism ``k`` times.
 
     Attributes:
-      library: the package (``dp_accounting``, ``prv_accountant``, ``autodp``).
+      library: the package (``dp_accounting``, ``prv_accountant``, ``autodp``, ``opendp``).
       call: what is called, as a user writes it (``ε``, ``k``, ``δ`` and ``P``, ``Q`` stand for
         the values passed).
       kind: ``"ldp"`` (takes the mechanism's LDP level ε) or ``"pair"`` (takes two rows).
@@ -141,7 +144,32 @@ def _autodp(transformer: str):
     return call
 
 
+# -- OpenDP -------------------------------------------------------------------------------------
+
+
+def _opendp_rr(eps: float):
+    """OpenDP's binary randomized response at ε (``prob = e^ε/(1 + e^ε)``: RR_ε)."""
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    return dp, dp.m.make_randomized_response_bool(prob=math.exp(eps) / (1.0 + math.exp(eps)))
+
+
+def _opendp_pure(eps: float, k: int, delta: float) -> float:
+    """Basic composition of k pure-DP measurements: an ε-DP bound, valid at every δ."""
+    dp, rr = _opendp_rr(eps)
+    return float(dp.c.make_composition([rr] * k).map(1))
+
+
+def _opendp_zcdp(eps: float, k: int, delta: float) -> float:
+    """Each use cast to zCDP (ρ = ε²/2), k of them composed, cast to (ε, δ)."""
+    dp, rr = _opendp_rr(eps)
+    composed = dp.c.make_composition([dp.c.make_pureDP_to_zCDP(rr)] * k)
+    return float(dp.c.make_zCDP_to_approxDP(composed).map(1).epsilon(delta))
+
+
 _RR = "RandomizedResponseDpEvent(noise_parameter=2/(1+e^ε), num_buckets=2)"
+_ODP_RR = "make_randomized_response_bool(prob=e^ε/(1+e^ε))"
 _ACC = {"pld": "PLDAccountant(NeighboringRelation.REPLACE_ONE)",
         "rdp": "RdpAccountant(neighboring_relation=NeighboringRelation.REPLACE_ONE)"}
 
@@ -167,6 +195,10 @@ CALLS: tuple[ComposeCall, ...] = tuple(
                 True, _autodp("Composition")),
     ComposeCall("autodp", "ComposeAFA()([PureDP_Mechanism(ε)], [k]).get_approxDP(δ)", "ldp",
                 True, _autodp("ComposeAFA")),
+    ComposeCall("opendp", f"make_composition([{_ODP_RR}] * k).map(1) (pure ε: every δ)", "ldp",
+                True, _opendp_pure),
+    ComposeCall("opendp", f"make_zCDP_to_approxDP(make_composition([make_pureDP_to_zCDP("
+                f"{_ODP_RR})] * k)).map(1).epsilon(δ)", "ldp", True, _opendp_zcdp),
 )
 """Every call path, installed or not (:attr:`ComposeCall.available`)."""
 
