@@ -40,7 +40,7 @@ def test_every_call_path_names_its_library_and_kind():
     assert {c.library for c in library.CALLS} == {"dp_accounting", "prv_accountant", "autodp",
                                                   "opendp"}
     assert {c.kind for c in library.CALLS} == {"ldp", "pair"}
-    assert len({c.call for c in library.CALLS}) == len(library.CALLS) == 13
+    assert len({c.call for c in library.CALLS}) == len(library.CALLS) == 14
     assert [c.upper for c in library.CALLS].count(False) == 1  # the optimistic PLD only
 
 
@@ -92,6 +92,7 @@ def test_prv_accountant_and_autodp_are_sound_on_randomized_response():
     autodp = [r for r in rows if r.library == "autodp"]
     assert autodp[0].verdict == "sound"
     assert autodp[1].verdict == "no value" and "TypeError" in autodp[1].note  # ComposeAFA
+    assert autodp[2].verdict == "sound" and autodp[2].value < 0.5 * 20 * 1.01  # its RDP route
 
 
 @pytest.mark.parametrize("eps, k", [(0.5, 20), (1.0, 100)])

@@ -144,6 +144,15 @@ def _autodp(transformer: str):
     return call
 
 
+def _autodp_rdp(eps: float, k: int, delta: float) -> float:
+    """autodp's RDP accountant: k times the pure-DP mechanism's RDP curve, converted at δ."""
+    from autodp import rdp_acct, rdp_bank
+
+    accountant = rdp_acct.anaRDPacct()
+    accountant.compose_mechanism(lambda alpha: rdp_bank.RDP_pureDP({"eps": eps}, alpha), coeff=k)
+    return float(accountant.get_eps(delta))
+
+
 # -- OpenDP -------------------------------------------------------------------------------------
 
 
@@ -195,6 +204,8 @@ CALLS: tuple[ComposeCall, ...] = tuple(
                 True, _autodp("Composition")),
     ComposeCall("autodp", "ComposeAFA()([PureDP_Mechanism(ε)], [k]).get_approxDP(δ)", "ldp",
                 True, _autodp("ComposeAFA")),
+    ComposeCall("autodp", "rdp_acct.anaRDPacct().compose_mechanism(lambda α: rdp_bank."
+                "RDP_pureDP({'eps': ε}, α), coeff=k).get_eps(δ)", "ldp", True, _autodp_rdp),
     ComposeCall("opendp", f"make_composition([{_ODP_RR}] * k).map(1) (pure ε: every δ)", "ldp",
                 True, _opendp_pure),
     ComposeCall("opendp", f"make_zCDP_to_approxDP(make_composition([make_pureDP_to_zCDP("
