@@ -40,6 +40,13 @@ def _eval(args) -> int:
 # -- compose -----------------------------------------------------------------------------------
 
 
+def _pair_progress(done: int, total: int) -> None:
+    """The bracket's progress over the ordered pairs, on stderr (a terminal only)."""
+    if sys.stderr.isatty() and total > 1:
+        end = "\n" if done == total else ""
+        print(f"\rbracketing ordered pairs: {done}/{total}", end=end, file=sys.stderr, flush=True)
+
+
 def _compose(args) -> int:
     from jaxpriv.engines import compose, io
     from jaxpriv.report import compose as written
@@ -51,26 +58,33 @@ def _compose(args) -> int:
     for path in args.files:
         mech, _ = io.load_mechanism(path)
         mechs.append(mech)
-    result = compose.compose(mechs, args.k, epsilon=args.epsilon, delta=args.delta)
+    method, grid = getattr(args, "method", "auto"), getattr(args, "grid", 1 << 20)
+    result = compose.compose(mechs, args.k, epsilon=args.epsilon, delta=args.delta,
+                             method=method, grid=grid, progress=_pair_progress)
     rows = []
     if args.accountants:
-        rows = compose.accountant_rows(mechs[0], result.uses[0], result.at, result.value)
+        rows = compose.accountant_rows(mechs[0], result.uses[0], result.at, result.bracket)
         if not rows:
             raise InputError("--accountants: no accountant is installed; pip install "
                              "'jaxpriv[accountants]'")
     status = 1 if any(row.verdict == "UNSOUND" for row in rows) else 0
     data = written.summary(result, args.files, rows)
     if args.out:
-        written.write(Path(args.out), mechs, result, args.files, rows)
+        written.write(Path(args.out), mechs, result, args.files, rows, grid)
     if args.json:
         print(json.dumps(data))
         return status
     uses = " + ".join(f"{k} × {Path(f).name}" for k, f in zip(result.uses, args.files))
     print(f"composition   {uses}")
+    how = result.method
+    if result.method == "bracket":
+        how = (f"certified bracket [{format_value(result.bracket[0])}, "
+               f"{format_value(result.bracket[1])}], FFT grid of {grid:,} points; the value is "
+               f"its upper end")
     if result.measure == "eps":
-        print(f"ε(δ = {result.at:g})   {format_value(result.value)}  ({result.method})")
+        print(f"ε(δ = {result.at:g})   {format_value(result.value)}  ({how})")
     else:
-        print(f"δ(ε = {result.at:g})   {format_value(result.value)}  ({result.method})")
+        print(f"δ(ε = {result.at:g})   {format_value(result.value)}  ({how})")
     print(f"attained by   secrets {result.pair[0]} → {result.pair[1]} (the ordered pair of rows)")
     for i, row in enumerate(rows, 1):
         value = "—" if row.value is None else format_value(row.value)

@@ -118,6 +118,12 @@ def _compose_parser(sub) -> None:
                    help="also every installed accountant's composed ε for the same mechanism, k "
                         "and δ, with its ratio to the exact value and a verdict (sound or "
                         "UNSOUND); one mechanism, --delta (pip install 'jaxpriv[accountants]')")
+    p.add_argument("--method", choices=("auto", "exact", "bracket"), default="auto",
+                   help="exact (count vectors), bracket (certified FFT bracket) or auto: exact "
+                        "where the count vectors fit in memory, else the bracket")
+    p.add_argument("--grid", type=int, default=1 << 20, metavar="N",
+                   help="the bracket's FFT size, a power of 2 (default 2^20; its width shrinks "
+                        "about as 1/N)")
 
 
 def _show_parser(sub) -> None:

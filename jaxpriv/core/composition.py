@@ -86,7 +86,7 @@ def count_vectors(k: int, m: int) -> np.ndarray:
         raise InputError(
             f"composition of k = {k} uses of {m} outputs has {size:,} count vectors, more than "
             f"the {MAX_COUNT_VECTORS:,} held exactly; use fewer outputs (merge outputs with equal "
-            f"privacy loss) or a smaller k")
+            f"privacy loss), a smaller k, or the certified bracket (jaxpriv compose)")
     return _count_vectors(k, m)
 
 

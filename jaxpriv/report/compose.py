@@ -41,7 +41,8 @@ def summary(result: engine.ComposeResult, files=(), accountants=()) -> dict:
     }
 
 
-def profile_figure(mechs, result: engine.ComposeResult, path: Path, accountants=()) -> Path:
+def profile_figure(mechs, result: engine.ComposeResult, path: Path, accountants=(),
+                   grid_size: int = engine.composition_bracket.DEFAULT_SIZE) -> Path:
     """``δ(ε)`` of the attaining pair under the composition and under one use of each mechanism
     (log δ against ε), with the reported point marked, and each accountant's ε at the same δ (a
     point left of the curve claims less than the exact privacy loss)."""
@@ -49,13 +50,22 @@ def profile_figure(mechs, result: engine.ComposeResult, path: Path, accountants=
     single = [1] * len(result.uses)
     eps_max = _eps_axis(mechs, result)
     grid = np.linspace(0.0, eps_max, 400)
-    composed = engine.profile_curve(mechs, result.uses, result.pair, grid)
+    bracketed = result.method == "bracket"
+    composed = engine.profile_curve(mechs, result.uses, result.pair, grid, bracket=bracketed,
+                                    grid=grid_size)
     once = engine.profile_curve(mechs, single, result.pair, grid)
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     uses = "+".join(str(k) for k in result.uses)
     d, e = result.pair
     floor = 1e-300
-    ax.semilogy(grid, np.maximum(composed, floor), color="tab:blue", label=f"{uses} uses (exact)")
+    if bracketed:
+        low, composed = composed
+        ax.fill_between(grid, np.maximum(low, floor), np.maximum(composed, floor),
+                        color="tab:blue", alpha=0.25, label=f"{uses} uses (bracket)")
+        ax.semilogy(grid, np.maximum(composed, floor), color="tab:blue", lw=1)
+    else:
+        ax.semilogy(grid, np.maximum(composed, floor), color="tab:blue",
+                    label=f"{uses} uses (exact)")
     ax.semilogy(grid, np.maximum(once, floor), color="tab:orange", ls="--", label="one use")
     if result.measure == "eps" and math.isfinite(result.value):
         ax.plot([result.value], [result.at], "o", color="tab:red",
@@ -63,8 +73,9 @@ def profile_figure(mechs, result: engine.ComposeResult, path: Path, accountants=
     elif result.measure == "delta" and result.value > 0:
         ax.plot([result.at], [result.value], "o", color="tab:red",
                 label=f"δ = {result.value:.4g} at ε = {result.at:g}")
-    shown = [row for row in accountants if row.value is not None and math.isfinite(row.value)]
-    for i, row in enumerate(shown):
+    shown = [(i, row) for i, row in enumerate(accountants)
+             if row.value is not None and math.isfinite(row.value)]
+    for i, row in shown:
         unsound = row.verdict == "UNSOUND"
         ax.plot([row.value], [result.at], "x" if unsound else "+", ms=9,
                 color="tab:red" if unsound else "tab:green", alpha=0.85,
@@ -98,11 +109,12 @@ def _eps_axis(mechs, result) -> float:
     return max(1.25 * point, ldp * 1.25, 1.0)
 
 
-def write(out: Path, mechs, result: engine.ComposeResult, files=(), accountants=()) -> dict:
+def write(out: Path, mechs, result: engine.ComposeResult, files=(), accountants=(),
+          grid_size: int = engine.composition_bracket.DEFAULT_SIZE) -> dict:
     """``summary.json`` and ``profile.png`` in ``out``; returns the summary."""
     out = Path(out)
     data = summary(result, files, accountants)
-    profile_figure(mechs, result, out / "profile.png", accountants)
+    profile_figure(mechs, result, out / "profile.png", accountants, grid_size)
     write_json(out / "summary.json", data)
     return data
 
