@@ -176,15 +176,24 @@ def eps_of_loss(c: ComposedLoss, delta, steps: int = 64) -> Float[Array, ""]:
     """The least ``ε ≥ 0`` with ``δ_k(ε) ≤ δ``, exactly.
 
     Between consecutive losses ``δ_k(ε) = A − e^ε B`` (``A``, ``B``: the P- and Q-mass of the
-    losses above ε, the ``+∞`` atom's in ``A``), decreasing in ε. Bisection on ``[0, max L]``
-    (``steps`` halvings: the bracket shrinks to float64 spacing, no sort of the count vectors)
-    finds the crossing's segment; there ``ε = log(A − δ) − log B`` exactly. ``B`` is summed in
-    log space (losses of hundreds of nats: ``e^{log p − L}`` underflows). (Newton's step from
-    below, exact per segment, took 40–60 steps on random 4×4 pairs at k = 100: no faster.)"""
+    losses above ε, the ``+∞`` atom's in ``A``), decreasing in ε. A bisection on ``[0, max L]``
+    finds the crossing's segment: it stops as soon as no loss lies strictly inside the bracket
+    (15–20 halvings on random 4×4 pairs at k = 100; at most ``steps``, float64 spacing); there
+    ``ε = log(A − δ) − log B`` exactly, ``B`` summed in log space (losses of hundreds of nats:
+    ``e^{log p − L}`` underflows). The halvings compare ``log(A − δ)`` with ``ε + log B`` where
+    ``B = e^s Σ e^{log q − s}`` is summed from Q-masses scaled once by their largest ``e^s``: two
+    masked sums a halving, no exponential per atom (3× the speed of a log-sum-exp a halving; a
+    term below ``e^{−745}`` of the largest is lost, far below float64's resolution of the
+    comparison). (Newton's step from below, exact per segment, took 40–60 steps on random 4×4
+    pairs at k = 100; interleaved with the halvings, up to 55 on one pair of a batch: no
+    faster.)"""
     live = c.log_p > NEG_INF
     L = jnp.where(live, c.loss, NEG_INF)
     p = jnp.where(live, jnp.exp(jnp.where(live, c.log_p, 0.0)), 0.0)
     log_q = jnp.where(live, c.log_p - jnp.where(live, c.loss, 0.0), NEG_INF)
+    scale = jnp.max(log_q)
+    scale = jnp.where(scale > NEG_INF, scale, 0.0)
+    q = jnp.exp(log_q - scale)  # ≤ 1; 0 off the live atoms
 
     def segment(eps):  # log(A − δ) − log B over the losses above ε (−∞ where A ≤ δ)
         above = L > eps
@@ -196,15 +205,32 @@ def eps_of_loss(c: ComposedLoss, delta, steps: int = 64) -> Float[Array, ""]:
         ok = A > delta
         return jnp.where(ok, jnp.log(jnp.where(ok, A - delta, 1.0)) - log_B, NEG_INF)
 
-    def halve(_, bracket):
-        lo, hi = bracket
-        mid = 0.5 * (lo + hi)
-        over = segment(mid) > mid  # δ_k(mid) > δ ⇔ A − δ > e^mid B
-        return jnp.where(over, mid, lo), jnp.where(over, hi, mid)
+    # the segment search is not differentiated (a while loop): its inputs are constants to it,
+    # the gradient flows through the exact segment formula
+    fixed_L, fixed_p, fixed_q, fixed_inf = jax.lax.stop_gradient((L, p, q, c.infinite))
 
-    top = jnp.maximum(jnp.max(L), 0.0)
+    def over(eps):  # δ_k(eps) > δ ⇔ A − δ > e^eps B, from the scaled masses
+        above = fixed_L > eps
+        A = fixed_inf + jnp.sum(jnp.where(above, fixed_p, 0.0))
+        B = jnp.sum(jnp.where(above, fixed_q, 0.0))
+        ok = A > delta
+        return ok & (jnp.log(jnp.where(ok, A - delta, 1.0)) > eps + scale + jnp.log(B))
+
+    def more(state):
+        _, _, step, inside = state
+        return (step < steps) & inside
+
+    def halve(state):
+        lo, hi, step, _ = state
+        mid = 0.5 * (lo + hi)
+        below = over(mid)
+        lo, hi = jnp.where(below, mid, lo), jnp.where(below, hi, mid)
+        return lo, hi, step + 1, jnp.any((fixed_L > lo) & (fixed_L < hi))
+
+    top = jnp.maximum(jnp.max(fixed_L), 0.0)
     zero = jnp.minimum(top, 0.0)  # 0, computed from the data: varying like it under shard_map
-    lo, hi = jax.lax.fori_loop(0, steps, halve, (zero, top))
+    start = (zero, top, jnp.zeros((), jnp.int32), top >= zero)
+    lo, hi, _, _ = jax.lax.while_loop(more, halve, start)
     eps = jnp.clip(segment(lo), lo, hi)
     eps = jnp.where(segment(zero) > zero, eps, zero)  # δ_k(0) ≤ δ: ε = 0
     return jnp.where(c.infinite > delta, jnp.inf, eps)
