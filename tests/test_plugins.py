@@ -313,3 +313,29 @@ def test_engines_run_every_registered_mechanism_relation_from_its_record():
         grid = search.clip_grid(relation, (0.1, 0.2, 0.3))
         search.make_config(rid, 4, 3, grid, **layout)
     assert audit.relation_ids("R1,R2") == ["R1", "R2"]
+
+
+def test_a_nan_bound_or_level_is_one_line_naming_its_source_never_holds(tmp_path):
+    """A NaN compares false, so unchecked it reads "holds" (slack nan, exit 0): `check` refuses
+    it in one line naming the relation, the premise level and the file and line of the bound
+    (or of the notion whose level is NaN), exit 2."""
+    plugin = tmp_path / "nan_claims.py"
+    plugin.write_text(
+        "import jax.numpy as jnp\n"
+        "from jaxpriv import Notion, Relation, register\n"
+        "register(Relation(id='NANB', statement='LDP ⇒ TV ≤ NaN', premise='ldp',\n"
+        "                  conclusion='tv', bound=lambda x, *p: x * jnp.nan))\n"
+        "def broken(mech, **params):\n"
+        "    return jnp.sqrt(-1.0 - mech.log_K[..., 0, 0] ** 2)\n"
+        "register(Notion('broken_level', broken, doc='a level that is NaN'))\n"
+        "register(Relation(id='NANL', statement='LDP ⇒ broken ≤ 1', premise='ldp',\n"
+        "                  conclusion='broken_level', bound=lambda x, *p: x + 1.0))\n")
+    krr = ROOT / "examples" / "krr4.json"
+    done = _jaxpriv("check", "--plugin", plugin, "NANB", krr)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "relation NANB: its bound is NaN at premise ldp = " in done.stderr
+    assert f"{plugin}:4" in done.stderr and "holds" not in done.stdout  # the lambda's line
+    done = _jaxpriv("check", "--plugin", plugin, "NANL", krr, "--json")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "the level of notion 'broken_level' (conclusion) is NaN" in done.stderr
+    assert f"{plugin}:5" in done.stderr and done.stdout == ""

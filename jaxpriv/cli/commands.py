@@ -203,6 +203,11 @@ def _check_statistical(relation, args) -> int:
 
 def _report_check(relation, result, as_json: bool) -> int:
     from jaxpriv import registry
+    from jaxpriv.registry.checks import nan_problem
+
+    problem = nan_problem(relation, result)
+    if problem:  # a NaN compares false: it would read "holds"
+        raise InputError(problem)
 
     summary = {
         "relation": relation.id,

@@ -58,6 +58,41 @@ def evaluate(relation: Relation, mech: Mechanism, *, parameter=None, rtol: float
     return CheckResult(relation.id, x, measured, used, holds, y, bound, slack(bound, y), violated)
 
 
+def _where_defined(fn) -> str:
+    """``file:line`` of a function's definition (a lambda's too), or its name."""
+    import inspect
+
+    target = inspect.unwrap(fn)
+    try:
+        return f"{inspect.getsourcefile(target)}:{inspect.getsourcelines(target)[1]}"
+    except (OSError, TypeError):
+        return getattr(target, "__qualname__", repr(target))
+
+
+def nan_problem(relation: Relation, result: CheckResult) -> str | None:
+    """One line naming a NaN in ``result`` — the bound, or a notion's level — and where it came
+    from (the bound's or the notion's function, file and line, and the premise level), or
+    ``None``. A NaN compares false, so unchecked it would read "holds"."""
+    premise = np.asarray(result.premise, np.float64)
+    at = f"at premise {relation.premise} = {float(premise.reshape(-1)[0]):.6g}" \
+        if premise.size and not np.isnan(premise).all() else ""
+    for field, key in (("premise", relation.premise), ("parameter", relation.parameter),
+                       ("conclusion", relation.conclusion)):
+        if key is None:
+            continue
+        if np.isnan(np.asarray(getattr(result, field), np.float64)).any():
+            try:
+                defined = _where_defined(notion(key).level)
+            except Exception:  # not a registered notion (a statistical claim's field)
+                defined = key
+            return (f"relation {relation.id}: the level of notion '{key}' ({field}) is NaN "
+                    f"{at} (the notion is defined at {defined})").replace("  ", " ")
+    if np.isnan(np.asarray(result.bound, np.float64)).any():
+        return (f"relation {relation.id}: its bound is NaN {at} (the bound is defined at "
+                f"{_where_defined(relation.bound)}); a bound must be a number or ±inf")
+    return None
+
+
 def check(relation: Relation, mech: Mechanism, *, parameter=None, rtol: float = RTOL,
           atol: float = ATOL, **options: Any) -> CheckResult:
     """Check ``relation`` on ``mech`` (any batch shape), recomputing every level in float64.
