@@ -30,6 +30,23 @@ def test_registry_has_r1_to_r6_with_sources():
         registry.get("R99")
 
 
+def test_an_unknown_id_names_the_claims_instances_or_the_closest_ids_not_the_registry():
+    """``D10`` is a claim registered at three settings: the error lists them; an id that is no
+    prefix lists the closest ids; neither lists the whole registry (issue 35)."""
+    with pytest.raises(InputError) as error:
+        registry.get("d10")
+    assert str(error.value) == ("relation 'd10' is a claim registered at 3 parameter settings: "
+                                "give one of D10.e0.5, D10.e1, D10.e2")
+    with pytest.raises(InputError) as error:
+        registry.get("C2")
+    text = str(error.value)
+    assert "C2.k1.d1e-5" in text and "(6 in all" not in text and "C3" not in text
+    with pytest.raises(InputError) as error:
+        registry.get("R55")
+    text = str(error.value)
+    assert "did you mean R5, R15?" in text and "R1," not in text and "jaxpriv relations" in text
+
+
 def test_binary_rr_slack_closed_form():
     # Binary RR, uniform prior: LDP = ε and MBP = log((1+e^ε)/2), so R1's slack is ε/MBP and
     # R2's is 2·MBP/ε.

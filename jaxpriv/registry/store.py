@@ -89,8 +89,32 @@ def get(relation_id: str):
         if _lookup_key(rid) == key:
             return relation
     hint = _optional_hint(str(relation_id))
-    raise InputError(hint or f"unknown relation {relation_id!r}; registered: "
-                     f"{', '.join(REGISTRY)}")
+    raise InputError(hint or _unknown_relation(str(relation_id)))
+
+
+def _unknown_relation(relation_id: str, shown: int = 8) -> str:
+    """One line for an unknown id: the registered instances of the claim it names (``D10`` →
+    ``D10.e0.5, D10.e1, D10.e2``), else the closest ids — not the whole registry."""
+    import difflib
+
+    key = _lookup_key(relation_id)
+    ids = list(REGISTRY)
+    instances = [rid for rid in ids if _lookup_key(rid).startswith(key + ".")]
+
+    def listed(names):
+        more = f", … ({len(names)} in all; jaxpriv relations lists them)" \
+            if len(names) > shown else ""
+        return ", ".join(names[:shown]) + more
+
+    if instances:
+        return (f"relation {relation_id!r} is a claim registered at {len(instances)} "
+                f"parameter setting{'s' if len(instances) > 1 else ''}: give one of "
+                f"{listed(instances)}")
+    close = difflib.get_close_matches(key, [_lookup_key(r) for r in ids], n=5, cutoff=0.6)
+    by_key = {_lookup_key(r): r for r in ids}
+    nearest = f"; did you mean {', '.join(by_key[c] for c in close)}?" if close else ""
+    return (f"unknown relation {relation_id!r}{nearest} ({len(ids)} registered; jaxpriv "
+            f"relations lists them)")
 
 
 def notion(key: str) -> Notion:
