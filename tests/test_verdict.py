@@ -70,3 +70,72 @@ def test_every_label_is_covered():
 def test_the_tolerances_are_the_registry_and_audit_ones():
     assert TIGHT_SLACK == 1.01
     assert BELOW_TOLERANCE < AT_TOLERANCE < 1.0
+
+
+# -- vacuous points (issue 35): a bound within 1% of the largest value its conclusion can take
+# never makes a verdict; run directories written here, no runs
+
+ROWS_HEADER = "x,param,premise,parameter,conclusion,bound,slack,count,witness\n"
+
+
+def _runs(tmp_path, rid, rows):
+    """``rid``'s sweep and search run directories holding ``rows`` (premise, conclusion,
+    bound) as envelope rows, and a summary whose worst is the lowest-slack row."""
+    import json
+    for kind in ("sweep", "search"):
+        directory = tmp_path / rid / kind
+        directory.mkdir(parents=True)
+        lines = [f"{x},,{x},0.0,{y},{b},{b / y},1,\n" for x, y, b in rows]
+        (directory / "envelope.csv").write_text(ROWS_HEADER + "".join(lines))
+        worst = min(rows, key=lambda r: r[2] / r[1])
+        (directory / "summary.json").write_text(json.dumps({
+            "worst_slack": worst[2] / worst[1], "violation_count": 0,
+            "worst": {"premise": worst[0], "parameter": 0.0, "slack": worst[2] / worst[1]}}))
+
+
+def _config(rid):
+    import dataclasses
+
+    from jaxpriv import audit
+    small = dataclasses.replace(audit.BUDGETS["quick"], name="small-test")
+    return next(t.config for t in audit.plan(small, [rid]) if t.kind == "search")
+
+
+def test_points_where_the_bound_is_at_the_ceiling_never_read_tight(tmp_path):
+    """D12 (Bretagnolle–Huber, TV ≤ √(1 − e^{−KL})): at KL = 6 the bound is 0.9988, within 1% of
+    TV's largest value 1, and a mechanism with TV 0.998 there has slack 1.0008 — which says only
+    that both are near 1. The verdict is the least slack elsewhere, and says where the claim is
+    vacuous."""
+    from jaxpriv import audit
+
+    def bh(x):
+        return math.sqrt(-math.expm1(-x))
+    _runs(tmp_path, "D12", [(0.5, bh(0.5) / 1.25, bh(0.5)), (2.0, bh(2.0) / 1.5, bh(2.0)),
+                            (6.0, 0.998, bh(6.0))])
+    v = audit.assess("D12", tmp_path, _config("D12"))
+    assert v.verdict == "loose by ×1.25" and v.worst_slack == pytest.approx(1.25)
+    assert v.vacuous.startswith("vacuous for kl ≥ 6: the bound is within 1% of the largest "
+                                "value tv can take (1)")
+
+
+def test_a_claim_vacuous_everywhere_reads_vacuous(tmp_path):
+    """A plugin claim "TV ≤ 1" says nothing anywhere: slack 1.0 at TV = 1 is not "tight"."""
+    from jaxpriv import Relation, audit, registry
+    registry.register(Relation(id="TVLE1", statement="anything ⇒ TV ≤ 1", premise="kl",
+                               conclusion="tv", bound=lambda x, *p: 1.0 + 0.0 * x))
+    try:
+        _runs(tmp_path, "TVLE1", [(0.5, 0.4, 1.0), (3.0, 1.0, 1.0)])
+        v = audit.assess("TVLE1", tmp_path, _config("TVLE1"))
+    finally:
+        registry.unregister("TVLE1")
+    assert v.verdict.startswith("vacuous: the bound is within 1% of the largest value tv can")
+    assert v.worst_slack is None and v.vacuous is None
+
+
+def test_a_notions_maximum_is_checked_and_set_for_the_bounded_ones():
+    from jaxpriv import InputError, Notion
+    assert registry.notion("tv").maximum == registry.notion("delta").maximum == 1.0
+    assert registry.notion("abp").maximum == pytest.approx(math.sqrt(math.log(2)))
+    assert math.isinf(registry.notion("kl").maximum)
+    with pytest.raises(InputError, match="maximum must be a number > 0"):
+        Notion("bad_max", lambda mech: mech.log_K.sum(), maximum=0)

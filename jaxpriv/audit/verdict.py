@@ -9,6 +9,10 @@ Verdict rules (:func:`assess`; the label alone: :func:`verdict_label`):
   and of the certified curve on the grid (each is attained by a real mechanism, so ``s`` is an
   upper bound on the true least slack, exact where certified): **tight** if ``s ≤ 1.01``, else
   **loose by ×s**.
+* points where the bound is within 1% of the largest value the conclusion can take
+  (:attr:`jaxpriv.registry.Notion.maximum`: TV, δ, probabilities 1; ABP √ln 2) say nothing: they
+  never make a verdict (``Verdict.vacuous`` says where they are); a claim vacuous at every
+  point found reads **vacuous**.
 
 Examples:
   >>> from jaxpriv.audit.verdict import verdict_label
@@ -62,6 +66,9 @@ class Verdict(NamedTuple):
       sweep_worst_slack, search_worst_slack: each run's own worst slack.
       search_max_gap: the search's largest relative shortfall from the certified value.
       seconds: sweep + search time (excluding compilation).
+      vacuous: where the claim says nothing — its bound within 1% of the largest value the
+        conclusion can take (:attr:`Notion.maximum`) — which the verdict does not count
+        (``None``: nowhere the audit looked).
     """
 
     relation: str
@@ -82,6 +89,7 @@ class Verdict(NamedTuple):
     search_worst_slack: float | None
     search_max_gap: float | None
     seconds: float
+    vacuous: str | None = None
 
 
 def _candidates(out: Path, rid: str, kind: str) -> tuple[dict, list[dict]]:
@@ -109,6 +117,55 @@ def _candidates(out: Path, rid: str, kind: str) -> tuple[dict, list[dict]]:
     return summary, points
 
 
+def _ceiling(relation) -> float | None:
+    """The bound at or above which a point of ``relation`` says nothing: its conclusion's
+    largest value over :data:`TIGHT_SLACK` (a slack ≤ 1.01 there only says the conclusion is
+    near its ceiling), or ``None`` where the conclusion is unbounded."""
+    try:
+        largest = float(registry.notion(relation.conclusion).maximum)
+    except Exception:  # not a registered notion (a statistical claim)
+        return None
+    return largest / TIGHT_SLACK if math.isfinite(largest) else None
+
+
+def _bound_at(relation, point) -> float:
+    """The claimed bound at a point (its envelope row's, else the bound at its premise and
+    parameter); NaN where it cannot be evaluated."""
+    if point.get("bound") is not None and np.isfinite(point["bound"]):
+        return float(point["bound"])
+    try:
+        import jax
+        with jax.enable_x64(True):
+            return float(np.asarray(relation.bound(np.float64(point["premise"]),
+                                                   np.float64(point["parameter"] or 0.0))))
+    except Exception:
+        return math.nan
+
+
+def _split_vacuous(relation, points, ceiling):
+    """``(informative, vacuous)``: the non-violation points whose bound is at least
+    ``ceiling`` are vacuous (violations always count)."""
+    informative, vacuous = [], []
+    for p in points:
+        at_ceiling = not p["violation"] and _bound_at(relation, p) >= ceiling
+        (vacuous if at_ceiling else informative).append(p)
+    return informative, vacuous
+
+
+def _vacuous_note(relation, vacuous, informative, ceiling) -> str | None:
+    """Where the claim is vacuous, in one phrase (``None``: nowhere the audit looked)."""
+    if not vacuous:
+        return None
+    largest = ceiling * TIGHT_SLACK
+    xs = [p["premise"] for p in vacuous if p["premise"] is not None]
+    below = [p["premise"] for p in informative if p["premise"] is not None]
+    where = f"at {len(vacuous)} of the {len(vacuous) + len(informative)} points found"
+    if xs and (not below or min(xs) > max(below)):
+        where = f"for {relation.premise} ≥ {min(xs):.4g}"
+    return (f"vacuous {where}: the bound is within {TIGHT_SLACK - 1:.0%} of the largest value "
+            f"{relation.conclusion} can take ({largest:.4g}); those points are not counted")
+
+
 def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
     """Condense a relation's sweep and search run directories (and its certified envelope on
     the search grid) into a :class:`Verdict`; see the module docstring for the rules."""
@@ -117,6 +174,11 @@ def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
     sweep_summary, points = _candidates(out, rid, "sweep")
     search_summary, more = _candidates(out, rid, "search")
     points += more
+    ceiling = _ceiling(relation)
+    vacuous = []
+    if ceiling is not None:
+        points, vacuous = _split_vacuous(relation, points, ceiling)
+        more = [p for p in more if p in points]
     violations = [p for p in points if p["violation"]]
     count = int(sweep_summary.get("violation_count", 0)) + \
         int(search_summary.get("violation_count", 0))
@@ -133,15 +195,22 @@ def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
             # (a ratio certificate, NaN conclusion, by its least slack)
             over = np.where(np.isnan(cert.conclusion), cert.min_slack < 1 - registry.RTOL,
                             cert.conclusion > cert.bound * (1 + registry.RTOL) + registry.ATOL)
-            i = int(np.argmin(cert.min_slack))
-            certified = float(cert.min_slack[i])
+            said = np.ones(cert.min_slack.shape, bool)
+            if ceiling is not None and cert.bound is not None:
+                said = ~(np.asarray(cert.bound) >= ceiling)  # vacuous points never count
+                vacuous += [{"premise": float(x)} for x in np.asarray(premise)[~said]]
+            slack_said = np.where(said, cert.min_slack, np.inf)
+            i = int(np.argmin(slack_said))
+            certified = float(slack_said[i]) if said.any() else None
             certified_over = bool(np.any(over))
-            certified_lower = float(np.min(cert.min_slack_lower))
+            certified_lower = (float(np.min(np.where(said, cert.min_slack_lower, np.inf)))
+                               if said.any() else None)
             exact = bool(np.all(cert.exact))
             gridded = relation.search.gridded_parameter
-            cert_point = {"slack": certified, "premise": float(premise[i]),
-                          "parameter": float(param[i]) if gridded else
-                          float(search_config.param), "witness": None, "violation": False}
+            cert_point = None if certified is None else {
+                "slack": certified, "premise": float(premise[i]),
+                "parameter": float(param[i]) if gridded else float(search_config.param),
+                "witness": None, "violation": False}
     violated = bool(violations or count)
     if violated:
         worst = _worst_violation(out, points)
@@ -160,6 +229,11 @@ def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
     verdict = verdict_label(violated, None if worst is None else worst["slack"],
                             certified_slack=certified, certified_violated=certified_over,
                             certified_lower=certified_lower)
+    note = _vacuous_note(relation, vacuous, points, ceiling) if ceiling is not None else None
+    if worst is None and vacuous and not violated:
+        verdict = (f"vacuous: the bound is within {TIGHT_SLACK - 1:.0%} of the largest value "
+                   f"{relation.conclusion} can take wherever the audit looked")
+        note = None
     return Verdict(
         relation=rid, statement=relation.statement, sources=[str(s) for s in relation.sources],
         condition=relation.condition, verdict=verdict,
@@ -179,7 +253,8 @@ def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
         search_worst_slack=search_summary.get("worst_slack"),
         search_max_gap=search_summary.get("max_gap"),
         seconds=float(sweep_summary.get("seconds", 0.0)) + float(search_summary.get("seconds",
-                                                                                    0.0)))
+                                                                                    0.0)),
+        vacuous=note)
 
 
 def verdict_label(violated: bool, worst_slack: float | None, *,

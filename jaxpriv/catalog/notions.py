@@ -15,6 +15,8 @@ Examples:
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 from jax.scipy.special import logsumexp
@@ -112,7 +114,7 @@ BUILTIN = (
            source=SEED["2.3"], unit="√nats", params={"law": "record", "q": None},
            needs_prior=True, screen="abp", screen_requires={"law": "record", "q": None},
            surrogate=_abp_surrogate, label="ABP (record law, max over d*)",
-           details=_abp_details),
+           details=_abp_details, maximum=math.sqrt(math.log(2.0))),
     Notion("eps_unif", lambda mech: notions.eps_unif(mech),
            doc="prior distance from uniform ε_unif (SPEC §2.4)", source=SEED["2.4"],
            needs_prior=True, screen="eps_unif", label="prior vs uniform ε_unif",
@@ -127,11 +129,11 @@ BUILTIN = (
     Notion("pac_beta", notions.pac_beta, doc="failure probability β(d_true) (SPEC §2.7)",
            source=SEED["2.7"], unit="probability", params=PAC_PARAMS,
            surrogate=_pac_beta_surrogate, label="failure probability β(d_true)",
-           details=_pac_details),
+           details=_pac_details, maximum=1.0),
     Notion("pac_gamma", notions.pac_gamma,
            doc="robust failure probability max_{d'≠d_true} β(d') (SPEC §2.7)",
            source=SEED["2.7"], unit="probability", params=PAC_PARAMS,
-           surrogate=_pac_gamma_surrogate, label="robust failure γ = max_{d'≠d_true} β(d')"),
+           surrogate=_pac_gamma_surrogate, label="robust failure γ = max_{d'≠d_true} β(d')", maximum=1.0),
     Notion("dp", lambda mech: databases.dp(mech),
            doc="DP level over neighbouring databases (SPEC §2.1, §2.6)", source=SEED["2.6"],
            needs_records=True, post_processing=True, retract=retractions.database_retraction("dp"),
@@ -144,20 +146,20 @@ BUILTIN = (
     Notion("sp", lambda mech: databases.sp(mech),
            doc="SP level, the sup over every belief, exact (SPEC §2.6, 004 Def. 1)",
            source=SEED["2.6"], unit="probability", needs_records=True, screen="sp",
-           retract=retractions.database_retraction("sp"), label="SP level (sup over beliefs)"),
+           retract=retractions.database_retraction("sp"), label="SP level (sup over beliefs)", maximum=1.0),
     Notion("sp_belief", lambda mech: databases.sp_at(mech),
            doc="SP level at the mechanism's belief β, a lower bound on the SP level "
                "(SPEC §2.6, 004 Def. 1)", source=SEED["2.6"], unit="probability",
-           needs_records=True, label="SP at the file's belief"),
+           needs_records=True, label="SP at the file's belief", maximum=1.0),
     Notion("bsp", lambda mech: databases.bsp(mech),
            doc="BSP level, the sup over every belief, exact (SPEC §2.6, 004 Def. 2)",
            source=SEED["2.6"], unit="probability", needs_records=True, needs_prior=True,
            screen="bsp", retract=retractions.database_retraction("bsp"),
-           label="BSP level (sup over beliefs)"),
+           label="BSP level (sup over beliefs)", maximum=1.0),
     Notion("bsp_belief", lambda mech: databases.bsp_at(mech),
            doc="BSP level at the mechanism's belief b, a lower bound on the BSP level "
                "(SPEC §2.6, 004 Def. 2)", source=SEED["2.6"], unit="probability",
-           needs_records=True, needs_prior=True, label="BSP at the file's belief"),
+           needs_records=True, needs_prior=True, label="BSP at the file's belief", maximum=1.0),
     Notion("mp", lambda mech, family="004": databases.mp(mech, family),
            doc="MP level over the family 𝔻_*, sup over p (SPEC §2.6, 004 Def. 3)",
            source=SEED["2.6"], params={"family": "004"}, needs_records=True,
@@ -168,7 +170,7 @@ BUILTIN = (
            doc="1 if BSP's game i exists wherever BDP compares (the prior allows every ⊥-reset "
                "(⊥, x_S) of a partial database it allows), else 0", source=SEED["2.6"],
            unit="indicator", needs_records=True, needs_prior=True, show=False,
-           screen="bsp_games"),
+           screen="bsp_games", maximum=1.0),
 )
 
 for _notion in BUILTIN:
@@ -182,7 +184,7 @@ PAIRS = {"neighbours": None}
 LITERATURE = (
     Notion("tv", pair_notions.tv, doc="total variation ½Σ|P−Q|, max over ordered pairs of rows "
            "(= delta at ε = 0)", source=SPEC5, unit="probability", params=PAIRS,
-           post_processing=True, label="total variation (max over pairs)"),
+           post_processing=True, label="total variation (max over pairs)", maximum=1.0),
     Notion("kl", pair_notions.kl, doc="KL divergence Σ P log(P/Q), max over ordered pairs",
            source=SPEC5, params=PAIRS, post_processing=True, label="KL divergence (max over pairs)"),
     Notion("chi2", pair_notions.chi2, doc="χ² divergence Σ (P−Q)²/Q, max over ordered pairs",
@@ -198,7 +200,7 @@ LITERATURE = (
     Notion("delta", pair_notions.delta, doc="privacy profile δ(ε) = Σ max(0, P − e^ε Q) at ε = "
            "'epsilon' (default 1), max over ordered pairs", source=SPEC5, unit="probability",
            params={"epsilon": 1.0, **PAIRS}, post_processing=True,
-           label="privacy profile δ(ε = 1)"),
+           label="privacy profile δ(ε = 1)", maximum=1.0),
     Notion("eps_at_delta", pair_notions.eps_at_delta, doc="least ε ≥ 0 with δ(ε) ≤ 'delta' "
            "(default 1e-5), max over ordered pairs", source=SPEC5,
            params={"delta": 1e-5, **PAIRS}, post_processing=True, label="ε at δ = 1e-5"),
@@ -228,7 +230,7 @@ COMPOSITION = (
                "Σ over output sequences of max(0, P^⊗k − e^ε Q^⊗k), exact over count vectors, "
                "max over ordered pairs", source=SPEC6, unit="probability",
            params={"k": 10, "epsilon": 1.0, **PAIRS}, post_processing=True, show=False,
-           label="privacy profile δ_k(ε) of k uses"),
+           label="privacy profile δ_k(ε) of k uses", maximum=1.0),
     Notion("eps_composed", composition.eps_composed,
            doc="least ε ≥ 0 with δ_k(ε) ≤ 'delta' (default 1e-5) for 'k' uses (default 10), "
                "exact, max over ordered pairs", source=SPEC6,

@@ -113,6 +113,10 @@ class Notion:
       held_by: as a relation's condition parameter (``notion ≤ ε``), what the engines move to
         satisfy it: ``"prior"`` (towards uniform) or ``"belief"`` (towards the prior); the
         default sampling and search hints of such a relation follow from it.
+      maximum: the largest value the level can take on any mechanism (TV, δ: 1; ABP: √ln 2;
+        ``+∞`` where unbounded or where it depends on the shape). A claimed bound at or above
+        it says nothing: the audit never reads such points as "tight" (its verdict names
+        where the claim is vacuous).
     """
 
     key: str
@@ -132,11 +136,16 @@ class Notion:
     details: Callable[..., dict] | None = None
     show: bool = True
     held_by: str | None = None
+    maximum: float = math.inf
 
     def __post_init__(self) -> None:
         what = f"notion {self.key!r}"
         if self.held_by not in (None, "prior", "belief"):
             raise InputError(f"{what}: held_by must be 'prior', 'belief' or None")
+        if isinstance(self.maximum, bool) or not isinstance(self.maximum, (int, float)) \
+                or not self.maximum > 0:
+            raise InputError(f"{what}: maximum must be a number > 0 (or math.inf), got "
+                             f"{self.maximum!r}")
         if not isinstance(self.key, str) or not _KEY.match(self.key):
             raise InputError(f"notion key must be a name of letters, digits, '_', '.', '-' "
                              f"starting with a letter, got {self.key!r}")

@@ -110,6 +110,8 @@ def _details(v: dict) -> list[str]:
     lines = [f"sources: {'; '.join(v['sources'])}; condition: {v['condition']}",
              f"verdict: {v['verdict']}; worst slack {_slack_text(v)} at {_where_text(v)} "
              f"({v['kind']})"]
+    if v.get("vacuous"):
+        lines.append(v["vacuous"])
     if v.get("certified_slack") is not None:
         lines.append(f"certified least slack on the certified region: "
                      f"{v['certified_slack']:.6g}"
