@@ -158,16 +158,18 @@ def alpha_divergence_terms(log_P, log_Q, order):
     P, Q = jnp.exp(log_P), jnp.exp(log_Q)
     small = both & (jnp.maximum(alpha, 1.0) * jnp.abs(L) <= _PSI_RADIUS)
     Ls = jnp.where(small, L, 0.0)
-    # Σ_{k≥2} c_k L^k/k!,  c_k = 1 + α + … + α^{k−2}
-    series = jnp.zeros_like(Ls)
-    power = Ls  # L^k/k!, starting at k = 1
-    c = jnp.zeros_like(alpha)
-    alpha_power = jnp.ones_like(alpha)
+    # Σ_{k≥2} t_k, t_k = c_k L^k/k!, c_k = 1 + α + … + α^{k−2}, by the recurrence
+    # t_{k+1} = L t_k/(k+1) + g_k, g_k = (αL)^{k−1} L²/(k+1)!: every factor bounded (|αL| ≤ ½),
+    # where c_k and α^k themselves overflow float32 at α ≈ 1e3 (inf·0 = NaN: the zCDP grid's
+    # large orders on near-uniform pairs) and float64 at α ≈ 1e19
+    aL = alpha * Ls
+    term = Ls * Ls / 2.0  # t_2
+    extra = aL * Ls * Ls / 6.0  # g_2
+    series = jnp.zeros_like(term)
     for k in range(2, _PSI_TERMS + 2):
-        power = power * Ls / k
-        c = c + alpha_power
-        alpha_power = alpha_power * alpha
-        series = series + c * power
+        series = series + term
+        term = Ls * term / (k + 1) + extra
+        extra = extra * aL / (k + 2)
     z = h * jnp.where(both, L, 0.0)
     moderate = z <= 1.0
     zm = jnp.where(moderate, z, 0.0)
