@@ -64,14 +64,14 @@ def _random_parts(rng, trial):
     K /= K.sum(axis=1, keepdims=True)
     with np.errstate(divide="ignore"):
         log_K = np.log(K)
-    parts = [(log_K[0], log_K[1], int(rng.integers(1, 30)))]
+    parts = [(log_K[0], log_K[1], int(rng.choice([1, 7, 23])))]  # few shapes: few compiles
     if trial % 5 == 2:  # heterogeneous: a second mechanism on the same pair
         other = np.log(rng.dirichlet(np.full(3, 1.0), size=2))
         parts.append((other[0], other[1], 6))
     return parts
 
 
-@pytest.mark.parametrize("trial", range(16))
+@pytest.mark.parametrize("trial", range(10))
 def test_the_exact_value_is_inside_the_bracket_on_random_mechanisms(trial):
     rng = np.random.default_rng(700 + trial)
     parts = _random_parts(rng, trial)
