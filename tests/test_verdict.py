@@ -139,3 +139,29 @@ def test_a_notions_maximum_is_checked_and_set_for_the_bounded_ones():
     assert math.isinf(registry.notion("kl").maximum)
     with pytest.raises(InputError, match="maximum must be a number > 0"):
         Notion("bad_max", lambda mech: mech.log_K.sum(), maximum=0)
+
+
+@pytest.mark.parametrize("rows, label", [
+    # least slack at the smallest premise, ×1.05 and more from 10× it on
+    ([(0.001, 1 / 1.001, 1.0), (0.05, 1 / 1.05, 1.0), (0.5, 1 / 1.2, 1.0), (2.0, 1 / 1.3, 1.0)],
+     "tight only as kl → 0"),
+    # least slack at the largest premise (a Rényi level of hundreds, say)
+    ([(0.5, 1 / 1.6, 1.0), (5.0, 1 / 1.4, 1.0), (50.0, 1 / 1.2, 1.0), (380.6, 1 / 1.005, 1.0)],
+     "tight only towards large kl (≥ 380.6)"),
+    # tight in the middle too: plain tight
+    ([(0.001, 1 / 1.001, 1.0), (0.05, 1 / 1.005, 1.0), (0.5, 1 / 1.2, 1.0), (2.0, 1 / 1.3, 1.0)],
+     "tight"),
+])
+def test_a_bound_approached_only_at_an_extreme_says_so(tmp_path, rows, label):
+    """Issue 35: D6 read tight with its worst point at Rényi level 380.6 where its slack over
+    premise ≤ 10 is ≥ 1.6. An unbounded conclusion (KL ⇒ χ²: D3's notions) so no point is
+    vacuous; the bound column is what the rows say."""
+    from jaxpriv import Relation, audit, registry
+    registry.register(Relation(id="LIMIT1", statement="KL ⇒ χ² ≤ 2x", premise="kl",
+                               conclusion="chi2", bound=lambda x, *p: 2.0 * x))
+    try:
+        _runs(tmp_path, "LIMIT1", rows)
+        v = audit.assess("LIMIT1", tmp_path, _config("LIMIT1"))
+    finally:
+        registry.unregister("LIMIT1")
+    assert v.verdict == label

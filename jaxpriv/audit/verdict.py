@@ -13,6 +13,9 @@ Verdict rules (:func:`assess`; the label alone: :func:`verdict_label`):
   (:attr:`jaxpriv.registry.Notion.maximum`: TV, δ, probabilities 1; ABP √ln 2) say nothing: they
   never make a verdict (``Verdict.vacuous`` says where they are); a claim vacuous at every
   point found reads **vacuous**.
+* a tight verdict whose least slack sits at the smallest (largest) premise found, with every
+  point found at ≥ 10× (≤ ¼ of) that premise above 1.01, reads **tight only as x → 0** (**tight
+  only towards large x**): the bound is approached only at an extreme the audit reached.
 
 Examples:
   >>> from jaxpriv.audit.verdict import verdict_label
@@ -166,6 +169,28 @@ def _vacuous_note(relation, vacuous, informative, ceiling) -> str | None:
             f"{relation.conclusion} can take ({largest:.4g}); those points are not counted")
 
 
+def _only_in_the_limit(relation, worst, points) -> str | None:
+    """For a tight verdict: ``"as x → 0"`` where the least slack is at the smallest premise
+    found and every point found at ≥ 10× that premise has slack above :data:`TIGHT_SLACK`;
+    ``"towards large x (≥ x₀)"`` likewise at the largest premise found, against the points at
+    ≤ ¼ of it; ``None`` where the bound is approached away from the extremes."""
+    found = [p for p in points if p["premise"] is not None and np.isfinite(p["premise"])
+             and p["premise"] > 0 and not p["violation"]]
+    x0 = worst.get("premise")
+    if len(found) < 4 or x0 is None or not np.isfinite(x0) or x0 <= 0:
+        return None
+    xs = [p["premise"] for p in found]
+    if x0 <= 1.5 * min(xs):
+        away = [p["slack"] for p in found if p["premise"] >= 10 * x0]
+        if away and min(away) > TIGHT_SLACK:
+            return f"as {relation.premise} → 0"
+    if x0 >= max(xs) / 1.5:
+        away = [p["slack"] for p in found if p["premise"] <= x0 / 4]
+        if away and min(away) > TIGHT_SLACK:
+            return f"towards large {relation.premise} (≥ {x0:.4g})"
+    return None
+
+
 def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
     """Condense a relation's sweep and search run directories (and its certified envelope on
     the search grid) into a :class:`Verdict`; see the module docstring for the rules."""
@@ -229,6 +254,10 @@ def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
     verdict = verdict_label(violated, None if worst is None else worst["slack"],
                             certified_slack=certified, certified_violated=certified_over,
                             certified_lower=certified_lower)
+    if verdict == "tight" and worst is not None:
+        limit = _only_in_the_limit(relation, worst, points)
+        if limit:
+            verdict = f"tight only {limit}"
     note = _vacuous_note(relation, vacuous, points, ceiling) if ceiling is not None else None
     if worst is None and vacuous and not violated:
         verdict = (f"vacuous: the bound is within {TIGHT_SLACK - 1:.0%} of the largest value "
