@@ -22,7 +22,8 @@ def tv_rows(mech, **params):
 
 
 register(Notion("tv_rows", tv_rows, doc="largest TV distance between two rows",
-                source=Source("folklore"), unit="probability", post_processing=True))
+                source=Source("folklore"), unit="probability", post_processing=True,
+                maximum=1.0))  # a TV distance is at most 1: a bound ≥ 0.99 says nothing
 register(Relation(id="TV1", statement="ε-LDP ⇒ max TV between rows ≤ tanh(ε/2)",
                   premise="ldp", conclusion="tv_rows",
                   bound=lambda x, *params: jnp.tanh(x / 2),
