@@ -227,3 +227,18 @@ def test_the_c7_witness_rechecks_as_violated():
     import json
     result = json.loads(done.stdout)
     assert result["violated"] and 0.92 < result["slack"] < 0.922
+
+
+def test_a_mechanism_with_an_infinite_ldp_level_is_no_false_alarm(x64):
+    """A mechanism with a zero where another row is positive has LDP level ∞; the C-bounds
+    there are their limits — δ_k ≤ 1 for C3 (RR_∞ is the identity: δ_k(ε') = 1), ε ≤ ∞ for
+    the others — never 0 or NaN. (C3's bound was 0 at ε = ∞: the quick audit's sweep drew such
+    mechanisms and reported 16 "verified violations" with slack 0.)"""
+    assert float(composition.rr_delta_composed(np.inf, 10, 0.7)) == 1.0
+    assert float(composition.rr_eps_composed(np.inf, 10, 1e-5)) == np.inf
+    K = np.array([[0.7, 0.3, 0.0], [0.2, 0.3, 0.5], [0.1, 0.1, 0.8]])
+    mech = Mechanism.from_K(K, dtype=np.float64)
+    for rid in ("C1.k10.d1e-6", "C2.k10.d1e-6", "C3.k10.e0.7", "C4.k10.d1e-6", "C7.k10.d1e-6"):
+        result = registry.get(rid).check(mech)
+        assert float(result.premise) == np.inf and not bool(result.violated), rid
+        assert not np.isnan(float(result.bound)) and float(result.bound) > 0, rid

@@ -343,8 +343,19 @@ def rr_loss(eps, k: int) -> ComposedLoss:
     eps = jnp.asarray(eps)
     l = jnp.arange(k + 1, dtype=eps.dtype)
     log_choose = gammaln(k + 1.0) - gammaln(l + 1.0) - gammaln(k - l + 1.0)
-    log_p = log_choose + (k - l) * eps - k * jnp.logaddexp(0.0, eps)
-    return ComposedLoss((k - 2 * l) * eps, log_p, jnp.zeros((), eps.dtype))
+    # e^{(k−l)ε}/(1+e^ε)^k = σ(ε)^{k−l} σ(−ε)^l, each power taken only where its count is > 0
+    # (ε = ∞: σ(−ε)^0 = 1, not 0·(−∞)); the same for the losses (k − 2l)ε
+    log_keep, log_flip = -jnp.logaddexp(0.0, -eps), -jnp.logaddexp(0.0, eps)
+    log_p = (log_choose + jnp.where(k - l > 0, (k - l) * log_keep, 0.0)
+             + jnp.where(l > 0, l * log_flip, 0.0))
+    loss = jnp.where(k - 2 * l == 0, 0.0, (k - 2 * l) * eps)
+    # RR_∞ (ε = ∞): its one live atom has an infinite loss; it goes to the +∞ atom, as in
+    # composed_loss, so that δ_k = 1 and ε_k(δ) = ∞, not NaN or 0
+    infinite_atom = jnp.isposinf(loss) & (log_p > NEG_INF)
+    infinite = jnp.sum(jnp.where(infinite_atom, jnp.exp(jnp.where(infinite_atom, log_p, 0.0)),
+                                 0.0))
+    log_p = jnp.where(infinite_atom | jnp.isneginf(loss), NEG_INF, log_p)
+    return ComposedLoss(jnp.where(jnp.isfinite(loss), loss, 0.0), log_p, infinite)
 
 
 def rr_eps_composed(eps, k: int, delta) -> Float[Array, "*b"]:
