@@ -208,6 +208,7 @@ def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
     count = int(sweep_summary.get("violation_count", 0)) + \
         int(search_summary.get("violation_count", 0))
     certified = certified_lower = cert_point = None
+    curve = []  # the certified curve's points, exact: they decide "tight only …" with the found
     certified_over = False
     exact = True
     if relation.kind == "mechanism":
@@ -225,6 +226,8 @@ def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
                 said = ~(np.asarray(cert.bound) >= ceiling)  # vacuous points never count
                 vacuous += [{"premise": float(x)} for x in np.asarray(premise)[~said]]
             slack_said = np.where(said, cert.min_slack, np.inf)
+            curve = [{"premise": float(x), "slack": float(v), "violation": False}
+                     for x, v in zip(np.asarray(premise), slack_said) if np.isfinite(v)]
             i = int(np.argmin(slack_said))
             certified = float(slack_said[i]) if said.any() else None
             certified_over = bool(np.any(over))
@@ -255,7 +258,7 @@ def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
                             certified_slack=certified, certified_violated=certified_over,
                             certified_lower=certified_lower)
     if verdict == "tight" and worst is not None:
-        limit = _only_in_the_limit(relation, worst, points)
+        limit = _only_in_the_limit(relation, worst, points + curve)
         if limit:
             verdict = f"tight only {limit}"
     note = _vacuous_note(relation, vacuous, points, ceiling) if ceiling is not None else None
