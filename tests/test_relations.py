@@ -253,3 +253,25 @@ def test_a_required_notion_parameter_nobody_gives_is_one_error():
     with pytest.raises(InputError, match="needs 'mu'"):
         registry.notion("pac_gamma").resolve({"alpha": 1.0, "d_true": 0})
     assert registry.notion("pac_gamma").resolve({"mu": 0.0, "alpha": 1.0, "d_true": 0})["mu"] == 0.0
+
+
+def test_no_built_in_bound_is_nan_anywhere_on_the_premise_axis():
+    """A bound is a number or ±∞ at every premise level 0 … ∞ (a NaN bound reads "holds", and
+    C3's bound of 0 at ε-LDP = ∞ was a false alarm): the limits at ∞ are values — D5 ∞, D10
+    and D13 1 (they were NaN), C3 1 (it was 0)."""
+    import numpy as np
+
+    xs = np.array([0.0, 1e-300, 1e-8, 0.5, 3.0, 50.0, 1e3, np.inf])
+    with jax.enable_x64(True):
+        for relation in registry.REGISTRY.values():
+            if relation.kind != "mechanism":
+                continue
+            # a condition parameter at 0.5: (1 + 4ξ)β at ξ = ∞, β = 0 has no limit
+            for parameter in (0.0 if relation.parameter is None else 0.5,):
+                values = np.broadcast_to(np.asarray(relation.bound(
+                    jnp.asarray(xs), jnp.float64(parameter)), np.float64), xs.shape)
+                assert not np.isnan(values).any(), (relation.id, parameter, values)
+    assert float(registry.get("D5.a2").bound(np.float64(np.inf), 0.0)) == np.inf
+    assert float(registry.get("D10.e1").bound(np.float64(np.inf), 0.0)) == 1.0
+    assert float(registry.get("D13.d1e-5").bound(np.float64(np.inf), 0.0)) == 1.0
+    assert float(registry.get("C3.k10.e0.7").bound(np.float64(np.inf), 0.0)) == 1.0

@@ -158,8 +158,11 @@ def _d5_bound(order):
     as ``(α−1)⁻¹ [log cosh((α−½)ε) − log cosh(ε/2)]`` (the two sums are ``2e^{ε/2}·cosh``):
     both terms are O(ε²) near 0 and their ratio is at least (2α−1)² ≥ 4, so nothing cancels
     (the textbook form loses every digit at ε = 1e-7)."""
-    def bound(x, *p):
-        return (log_cosh((order - 0.5) * x) - log_cosh(0.5 * x)) / (order - 1.0)
+    def bound(x, *p):  # ∞ − ∞ at x = ∞: there RR_∞'s D_α is ∞
+        finite = jnp.isfinite(x)
+        y = jnp.where(finite, x, 1.0)
+        value = (log_cosh((order - 0.5) * y) - log_cosh(0.5 * y)) / (order - 1.0)
+        return jnp.where(finite, value, jnp.inf)
     return bound
 
 
@@ -199,8 +202,9 @@ def _d9_bound(epsilon: float):
 def _d10_bound(epsilon: float):
     """Dong, Roth, Su 2022, Cor. 2.13: ``Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)``; 0 at μ = 0
     (:func:`jaxpriv.core.gaussian.gaussian_delta`, accurate to 1e-300)."""
-    def bound(x, *p):
-        return gaussian_delta(x, epsilon)
+    def bound(x, *p):  # μ = ∞: Φ(∞) − e^ε Φ(−∞) = 1 (gaussian_delta gives NaN there)
+        finite = jnp.isfinite(x)
+        return jnp.where(finite, gaussian_delta(jnp.where(finite, x, 1.0), epsilon), 1.0)
     return bound
 
 
@@ -292,7 +296,9 @@ _add(id="D12", statement="KL ≤ x ⇒ TV ≤ sqrt(1 − e^{−x}) (Bretagnolle�
      sources=(Source("Bretagnolle, Huber 1979 (Z. Wahrsch.)"),), premise="kl", conclusion="tv",
      bound=lambda x, *p: jnp.sqrt(-jnp.expm1(-x)))
 for _d in DELTAS:
-    _bound13 = (lambda d: lambda x, *p: (jnp.expm1(x) + 2.0 * d) / (jnp.exp(x) + 1.0))(_d)
+    # (e^ε − 1 + 2δ)/(e^ε + 1) = tanh(ε/2) + 2δ/(1 + e^ε): no ∞/∞ at ε ≥ 710 (the limit 1)
+    _bound13 = (lambda d: lambda x, *p: jnp.tanh(0.5 * x)
+                + 2.0 * d * jnp.exp(-jnp.logaddexp(0.0, x)))(_d)
     _add(id=instance_id("D13", delta=_d),
          statement=f"(ε, δ)-DP ⇒ TV ≤ (e^ε − 1 + 2δ)/(e^ε + 1) at δ = {_d:g}", sources=(KOV,),
          premise="eps_at_delta", conclusion="tv", options={"delta": _d}, bound=_bound13,
