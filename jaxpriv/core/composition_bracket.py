@@ -166,23 +166,24 @@ def _grid(items, step: float, size: int, rounding, infinite: float) -> GridProfi
     return GridProfile(loss, np.maximum(mass, 0.0), error, infinite)
 
 
-def _sums(grid: GridProfile, epsilon: float) -> tuple[float, float]:
-    """``(Σ c̃_j f_j, ‖f‖₂)`` at ε, each rounded outward (relative ``S·u``)."""
+def _sums(grid: GridProfile, epsilon: float) -> tuple[float, float, float]:
+    """``(Σ c̃_j f_j, ‖f‖₂, slack)`` at ε: the norm rounded outward, ``slack`` the relative
+    rounding (``S·u``) of the sum, for the caller to widen it."""
     gap = np.minimum(epsilon - grid.loss, 0.0)
     f = np.where(grid.loss > epsilon, -np.expm1(gap), 0.0)
     slack = (len(f) + 4) * U
-    return (float(np.dot(grid.mass, f)), float(np.sqrt(np.dot(f, f))) * (1 + slack)), slack
+    return float(np.dot(grid.mass, f)), float(np.sqrt(np.dot(f, f))) * (1 + slack), slack
 
 
 def delta_upper(grid: GridProfile, epsilon: float) -> float:
     """``δ⁺(ε)`` of the rounded-up grid: at least the exact ``δ_k(ε)``, at most 1."""
-    (total, norm), slack = _sums(grid, epsilon)
+    total, norm, slack = _sums(grid, epsilon)
     return min(1.0, (grid.infinite + total) * (1 + slack) + grid.error * norm)
 
 
 def delta_lower(grid: GridProfile, epsilon: float) -> float:
     """``δ⁻(ε)`` of the rounded-down grid: at most the exact ``δ_k(ε)``, at least 0."""
-    (total, norm), slack = _sums(grid, epsilon)
+    total, norm, slack = _sums(grid, epsilon)
     return max(0.0, (grid.infinite + total) * (1 - slack) - 2.0 * grid.error * norm)
 
 
