@@ -54,12 +54,14 @@ import numpy as np
 from jax.scipy.special import gammaln
 from jaxtyping import Array, Float
 
+from jaxpriv.core.composition_tails import eps_of_tails, tail_loss
 from jaxpriv.core.errors import InputError
 from jaxpriv.core.mechanisms import Mechanism
 
 NEG_INF = -jnp.inf
 MAX_COUNT_VECTORS = 4_000_000  # count vectors of one pair held at once (each: m int32 + 4 floats)
 MAX_PAIR_TERMS = 2_000_000_000  # ordered pairs × count vectors of one mechanism
+MAX_TAIL_USES = 1000  # the binomial-tail tables' scaled entries stay in [2^−k, 2^k]
 _CHUNK_ELEMENTS = 1 << 22  # (mechanism, pair) items × count vectors evaluated at once
 
 
@@ -180,20 +182,15 @@ def eps_of_loss(c: ComposedLoss, delta, steps: int = 64) -> Float[Array, ""]:
     finds the crossing's segment: it stops as soon as no loss lies strictly inside the bracket
     (15–20 halvings on random 4×4 pairs at k = 100; at most ``steps``, float64 spacing); there
     ``ε = log(A − δ) − log B`` exactly, ``B`` summed in log space (losses of hundreds of nats:
-    ``e^{log p − L}`` underflows). The halvings compare ``log(A − δ)`` with ``ε + log B`` where
-    ``B = e^s Σ e^{log q − s}`` is summed from Q-masses scaled once by their largest ``e^s``: two
-    masked sums a halving, no exponential per atom (3× the speed of a log-sum-exp a halving; a
-    term below ``e^{−745}`` of the largest is lost, far below float64's resolution of the
-    comparison). (Newton's step from below, exact per segment, took 40–60 steps on random 4×4
-    pairs at k = 100; interleaved with the halvings, up to 55 on one pair of a batch: no
-    faster.)"""
+    ``e^{log p − L}`` underflows). The halvings compare ``A − δ`` with ``e^ε B = Σ e^{ε + log q}``
+    over the losses above ε, each term ≤ its P-mass ≤ 1: no overflow, and no underflow where it
+    matters (Q-masses scaled once by their largest, as before 2026-11-26, lost the terms of
+    ``e^{−960}`` that decide ε ≈ 962 at k = 100 and returned 962.73 for 962.27). For m ≥ 3
+    outputs :mod:`jaxpriv.core.composition_tails` does the same search on fewer terms."""
     live = c.log_p > NEG_INF
     L = jnp.where(live, c.loss, NEG_INF)
     p = jnp.where(live, jnp.exp(jnp.where(live, c.log_p, 0.0)), 0.0)
     log_q = jnp.where(live, c.log_p - jnp.where(live, c.loss, 0.0), NEG_INF)
-    scale = jnp.max(log_q)
-    scale = jnp.where(scale > NEG_INF, scale, 0.0)
-    q = jnp.exp(log_q - scale)  # ≤ 1; 0 off the live atoms
 
     def segment(eps):  # log(A − δ) − log B over the losses above ε (−∞ where A ≤ δ)
         above = L > eps
@@ -207,14 +204,13 @@ def eps_of_loss(c: ComposedLoss, delta, steps: int = 64) -> Float[Array, ""]:
 
     # the segment search is not differentiated (a while loop): its inputs are constants to it,
     # the gradient flows through the exact segment formula
-    fixed_L, fixed_p, fixed_q, fixed_inf = jax.lax.stop_gradient((L, p, q, c.infinite))
+    fixed_L, fixed_p, fixed_log_q, fixed_inf = jax.lax.stop_gradient((L, p, log_q, c.infinite))
 
-    def over(eps):  # δ_k(eps) > δ ⇔ A − δ > e^eps B, from the scaled masses
+    def over(eps):  # δ_k(eps) > δ ⇔ A − δ > e^eps B; e^{eps + log q} ≤ P ≤ 1 above eps
         above = fixed_L > eps
         A = fixed_inf + jnp.sum(jnp.where(above, fixed_p, 0.0))
-        B = jnp.sum(jnp.where(above, fixed_q, 0.0))
-        ok = A > delta
-        return ok & (jnp.log(jnp.where(ok, A - delta, 1.0)) > eps + scale + jnp.log(B))
+        eB = jnp.sum(jnp.where(above, jnp.exp(jnp.where(above, eps + fixed_log_q, 0.0)), 0.0))
+        return A - delta > eB
 
     def more(state):
         _, _, step, inside = state
@@ -271,12 +267,16 @@ def _pair_indices(n: int, neighbours) -> np.ndarray:
     return np.argwhere(pair_mask(n, neighbours))
 
 
-def _composed_level(log_K, k: int, pair_value, neighbours) -> Float[Array, "*b"]:
-    """``max`` over the counted pairs of ``pair_value(composed_loss(pair))``; the (mechanism,
-    pair) items are evaluated a chunk at a time (``lax.map``), so memory stays near
-    :data:`_CHUNK_ELEMENTS` count-vector terms whatever the batch and the number of pairs."""
+def _composed_level(log_K, k: int, pair_value, neighbours, tails: bool = False
+                    ) -> Float[Array, "*b"]:
+    """``max`` over the counted pairs of ``pair_value(composed_loss(pair))`` — or, with
+    ``tails``, of ``pair_value(tail_loss(pair))`` over the count vectors of ``m − 1`` slots
+    (:mod:`jaxpriv.core.composition_tails`); the (mechanism, pair) items are evaluated a chunk at
+    a time (``lax.map``), so memory stays near :data:`_CHUNK_ELEMENTS` terms whatever the batch
+    and the number of pairs."""
     n, m = log_K.shape[-2:]
-    counts, log_mult = count_vectors(k, m), log_multinomials(k, m)
+    slots = m - 1 if tails else m
+    counts, log_mult = count_vectors(k, slots), log_multinomials(k, slots)
     pairs = _pair_indices(n, neighbours)
     batch = log_K.shape[:-2]
     flat = log_K.reshape((-1, n, m))
@@ -291,15 +291,20 @@ def _composed_level(log_K, k: int, pair_value, neighbours) -> Float[Array, "*b"]
             f"smaller k")
     first = jnp.asarray(pairs[:, 0])
     second = jnp.asarray(pairs[:, 1])
+    if tails:
+        build = tail_loss
+        size = len(counts) + 2 * (k + 1) * (k + 2)
+    else:
+        build, size = composed_loss, len(counts)
 
     def item(args):
         index, pair = args
         lk = flat[index]
-        return pair_value(composed_loss(lk[first[pair]], lk[second[pair]], counts, log_mult))
+        return pair_value(build(lk[first[pair]], lk[second[pair]], counts, log_mult))
 
     index = jnp.repeat(jnp.arange(flat.shape[0]), len(pairs))
     pair = jnp.tile(jnp.arange(len(pairs)), flat.shape[0])
-    per_call = max(1, min(len(index), _CHUNK_ELEMENTS // len(counts)))
+    per_call = max(1, min(len(index), _CHUNK_ELEMENTS // size))
     values = jax.lax.map(item, (index, pair), batch_size=per_call)
     return jnp.max(values.reshape(flat.shape[0], len(pairs)), axis=1).reshape(batch)
 
@@ -319,6 +324,10 @@ def eps_composed(mech: Mechanism, k=10, delta=1e-5, neighbours=None) -> Float[Ar
     d = checked_number("eps_composed", "delta", delta)
     if not 0.0 < d < 1.0:
         raise InputError(f"notion 'eps_composed': 'delta' must be in (0, 1), got {delta!r}")
+    m = mech.log_K.shape[-1]
+    if 3 <= m and k <= MAX_TAIL_USES:  # the binomial-tail sums: C(k+m−2, m−2) lookups a step
+        return _composed_level(mech.log_K, k, lambda t: eps_of_tails(t, d), neighbours,
+                               tails=True)
     return _composed_level(mech.log_K, k, lambda c: eps_of_loss(c, d), neighbours)
 
 

@@ -1,0 +1,168 @@
+"""The binomial-tail evaluation of ``eps_composed`` (jaxpriv/core/composition_tails.py) against
+the count-vector sums it replaces for m ≥ 3 outputs, a 50-digit oracle written from the count
+vectors at k = 100 (losses of 7.5 nats a use: Q-masses of e^{−750}), the tail tables against
+mpmath's binomial sums, and its gradient against finite differences."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import mpmath as mp
+import numpy as np
+import pytest
+
+from jaxpriv.core import composition, composition_tails
+
+jax.config.update("jax_enable_x64", True)
+
+
+def _pair_eps(log_P, log_Q, k, delta, tails):
+    m = log_P.shape[-1]
+    if tails:
+        t = composition_tails.tail_loss(log_P, log_Q, composition.count_vectors(k, m - 1),
+                                        composition.log_multinomials(k, m - 1))
+        return composition_tails.eps_of_tails(t, delta)
+    c = composition.composed_loss(log_P, log_Q, composition.count_vectors(k, m),
+                                  composition.log_multinomials(k, m))
+    return composition.eps_of_loss(c, delta)
+
+
+def _random_pairs(rng, count, m):
+    """Pairs of rows with spread-out losses, zeros (``+∞`` and ``−∞`` atoms, outputs neither
+    row gives) and the inner outputs outside a support."""
+    u = rng.normal(size=(count, 2, m)) * rng.uniform(0.1, 3.0, size=(count, 1, 1))
+    u = np.where(rng.uniform(size=u.shape) < 0.2, -np.inf, u)
+    u[:, :, 0] = np.where(np.isinf(u[:, :, 0]), 0.0, u[:, :, 0])
+    u[0, 0, -2:] = -np.inf  # both inner outputs off P's support
+    u[1, :, -1] = -np.inf  # an output neither row gives
+    u[2, 1, -2] = -np.inf  # an inner output with an +∞ loss
+    return u - np.log(np.exp(u).sum(-1, keepdims=True))
+
+
+@pytest.mark.parametrize("k,m,delta", [(1, 3, 1e-3), (2, 4, 1e-5), (17, 3, 1e-6),
+                                       (40, 4, 1e-6), (9, 5, 1e-4)])
+def test_tails_match_the_count_vector_sums(k, m, delta):
+    """The same ε, to rounding, as summing every count vector (which the 50-digit oracle over
+    every output sequence checks in test_composition.py): +∞ where the +∞ atom exceeds δ, 0
+    where δ_k(0) ≤ δ."""
+    log_K = jnp.asarray(_random_pairs(np.random.default_rng(7 * k + m), 24, m))
+    got, want = (np.asarray(jax.jit(jax.vmap(
+        lambda a: _pair_eps(a[0], a[1], k, delta, tails)))(log_K)) for tails in (True, False))
+    assert np.array_equal(np.isinf(got), np.isinf(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=1e-12, atol=1e-13)
+    assert not np.isnan(got).any()
+
+
+def _oracle_eps(P, Q, k, delta):
+    """Least ε with δ_k(ε) ≤ δ at 50 digits, from the count vectors of k uses: every atom's loss
+    and P- and Q-mass (multinomials), sorted; the crossing's segment solved exactly."""
+    mp.mp.dps = 50
+    P, Q = [mp.mpf(x) for x in P], [mp.mpf(x) for x in Q]
+    atoms = []
+    for n in composition.count_vectors(k, len(P)).tolist():
+        coef = mp.factorial(k) / mp.fprod(mp.factorial(c) for c in n)
+        p = coef * mp.fprod(P[w] ** c for w, c in enumerate(n))
+        q = coef * mp.fprod(Q[w] ** c for w, c in enumerate(n))
+        atoms.append((mp.log(p) - mp.log(q), p, q))
+    atoms.sort(key=lambda a: -a[0])
+    A = B = mp.mpf(0)
+    for i, (loss, p, q) in enumerate(atoms):
+        A, B = A + p, B + q
+        below = atoms[i + 1][0] if i + 1 < len(atoms) else -mp.inf
+        # on (below, loss]: δ = A − e^ε B
+        if A - mp.exp(max(below, 0)) * B > delta or below < 0:
+            if A - mp.exp(max(below, 0)) * B > delta:
+                return mp.log((A - delta) / B)
+    return mp.mpf(0)
+
+
+def test_losses_of_750_nats_against_a_50_digit_oracle():
+    """k = 100 uses with a loss of 7.5 nats on the likely output: ε ≈ 750, where the Q-masses
+    above ε are e^{−750}, below float64's smallest number; the comparison is scaled per term
+    (a linear sum of Q-masses would lose them and return the largest loss)."""
+    P = np.array([0.996, 0.003, 0.001])
+    Q = np.array([0.996 * math.exp(-7.5), 0.4, 0.0])
+    Q[2] = 1.0 - Q[:2].sum()
+    k, delta = 100, 1e-6
+    want = float(_oracle_eps(P, Q, k, delta))
+    with np.errstate(divide="ignore"):
+        log_P, log_Q = jnp.log(jnp.asarray(P)), jnp.log(jnp.asarray(Q))
+    got = float(jax.jit(lambda: _pair_eps(log_P, log_Q, k, delta, True))())
+    assert 700 < want < 750
+    assert got == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("pi", [0.0, 1e-300, 0.3, 0.5, 1.0 - 1e-12, 1.0])
+def test_tail_tables_are_the_binomial_tails(pi):
+    """``t log π + log U_r(t) = log Σ_{j≥t} C(r,j) π^j (1−π)^{r−j}`` at 50 digits, for every
+    ``r ≤ k`` and ``t ≤ r + 1`` — deep tails (π = 1e-300: T ≈ 1e-18000) included."""
+    k = 60
+    with np.errstate(divide="ignore"):
+        log_a, log_b = np.log(pi), np.log1p(-pi)
+    power, U = composition_tails._scaled_tails(jnp.asarray(log_a), jnp.asarray(log_b), k)
+    power, U = np.asarray(power), np.asarray(U)
+    mp.mp.dps = 50
+    p = mp.mpf(pi)
+    for r in range(0, k + 1, 7):
+        for t in range(0, r + 2):
+            want = mp.fsum(mp.binomial(r, j) * p ** j * (1 - p) ** (r - j) for j in range(t, r + 1))
+            got = -math.inf if U[r, t] == 0 else power[t] + math.log(U[r, t])
+            if want == 0:
+                assert got == -math.inf
+            else:
+                assert got == pytest.approx(float(mp.log(want)), rel=1e-13, abs=1e-13)
+
+
+def test_the_gradient_is_the_segment_formulas():
+    """d ε / d log K by autodiff through the search (held constant) and the segment formula,
+    against central differences in float64."""
+    rng = np.random.default_rng(3)
+    u = jnp.asarray(rng.normal(size=(2, 4)))
+
+    def eps(u):
+        log_K = u - jax.nn.logsumexp(u, axis=-1, keepdims=True)
+        return _pair_eps(log_K[0], log_K[1], 12, 1e-4, True)
+
+    grad = np.asarray(jax.grad(eps)(u))
+    h = 1e-6
+    for i in range(2):
+        for j in range(4):
+            e = np.zeros((2, 4))
+            e[i, j] = h
+            fd = (float(eps(u + e)) - float(eps(u - e))) / (2 * h)
+            assert grad[i, j] == pytest.approx(fd, rel=1e-5, abs=1e-7)
+
+
+def _sorted_eps(log_P, log_Q, k, delta):
+    """Least ε with δ_k(ε) ≤ δ from every count vector's atom, sorted by loss, with running
+    log-sums of the P- and Q-masses above each (float64, no search): an independent second
+    reference where 50 digits over 176,851 atoms would be slow."""
+    m = len(log_P)
+    counts = composition.count_vectors(k, m)
+    log_mult = composition.log_multinomials(k, m)
+    loss = counts @ (log_P - log_Q)
+    order = np.argsort(-loss)
+    loss = loss[order]
+    log_A = np.logaddexp.accumulate((log_mult + counts @ log_P)[order])
+    log_B = np.logaddexp.accumulate((log_mult + counts @ log_Q)[order])
+    below = np.maximum(np.append(loss[1:], -np.inf), 0.0)
+    i = int(np.argmax(np.exp(log_A) - np.exp(below + log_B) > delta))  # the crossing's segment
+    return math.log(math.exp(log_A[i]) - delta) - log_B[i]
+
+
+def test_losses_of_960_nats_both_paths():
+    """A 2×4 pair with losses up to 10 nats a use at k = 100: ε ≈ 962. Both the tail sums and
+    the count-vector path (``eps_of_loss``, which served every m before) give the sorted
+    reference's ε; the count-vector path returned 962.73 for 962.27 before its comparison was
+    scaled per term."""
+    K = np.array([[5.81565272e-02, 1.17718063e-02, 2.02740200e-01, 7.27331467e-01],
+                  [9.99642728e-01, 5.13786325e-05, 2.71590731e-04, 3.43025530e-05]])
+    log_K = np.log(K / K.sum(axis=1, keepdims=True))
+    want = _sorted_eps(log_K[0], log_K[1], 100, 1e-6)
+    assert 900 < want < 1000
+    for tails in (True, False):
+        got = float(jax.jit(lambda a: _pair_eps(a[0], a[1], 100, 1e-6, tails))(jnp.asarray(log_K)))
+        assert got == pytest.approx(want, rel=1e-12), tails
