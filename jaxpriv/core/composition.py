@@ -54,7 +54,7 @@ import numpy as np
 from jax.scipy.special import gammaln
 from jaxtyping import Array, Float
 
-from jaxpriv.core.composition_tails import eps_of_tails, tail_loss
+from jaxpriv.core.composition_tails import eps_over_pairs
 from jaxpriv.core.errors import InputError
 from jaxpriv.core.mechanisms import Mechanism
 
@@ -62,7 +62,11 @@ NEG_INF = -jnp.inf
 MAX_COUNT_VECTORS = 4_000_000  # count vectors of one pair held at once (each: m int32 + 4 floats)
 MAX_PAIR_TERMS = 2_000_000_000  # ordered pairs × count vectors of one mechanism
 MAX_TAIL_USES = 1000  # the binomial-tail tables' scaled entries stay in [2^−k, 2^k]
-_CHUNK_ELEMENTS = 1 << 22  # (mechanism, pair) items × count vectors evaluated at once
+_CHUNK_ELEMENTS = 1 << 22
+_TAIL_ROUND_ELEMENTS = 12_288  # outer count vectors a CPU round of eps_over_pairs takes at once:
+# its rounds and searches run in step across the mechanisms of a chunk, so a wide chunk waits
+# for its slowest (EPYC, 4×4 at k = 100: 1 mechanism a chunk 340–520/s, 256 a chunk 120/s; at
+# k = 10: 256 a chunk 20,000/s, 16 a chunk 13,700/s)  # (mechanism, pair) items × count vectors evaluated at once
 
 
 # --------------------------------------------------------------------------------------------
@@ -267,16 +271,12 @@ def _pair_indices(n: int, neighbours) -> np.ndarray:
     return np.argwhere(pair_mask(n, neighbours))
 
 
-def _composed_level(log_K, k: int, pair_value, neighbours, tails: bool = False
-                    ) -> Float[Array, "*b"]:
-    """``max`` over the counted pairs of ``pair_value(composed_loss(pair))`` — or, with
-    ``tails``, of ``pair_value(tail_loss(pair))`` over the count vectors of ``m − 1`` slots
-    (:mod:`jaxpriv.core.composition_tails`); the (mechanism, pair) items are evaluated a chunk at
-    a time (``lax.map``), so memory stays near :data:`_CHUNK_ELEMENTS` terms whatever the batch
-    and the number of pairs."""
+def _composed_level(log_K, k: int, pair_value, neighbours) -> Float[Array, "*b"]:
+    """``max`` over the counted pairs of ``pair_value(composed_loss(pair))``; the (mechanism,
+    pair) items are evaluated a chunk at a time (``lax.map``), so memory stays near
+    :data:`_CHUNK_ELEMENTS` count-vector terms whatever the batch and the number of pairs."""
     n, m = log_K.shape[-2:]
-    slots = m - 1 if tails else m
-    counts, log_mult = count_vectors(k, slots), log_multinomials(k, slots)
+    counts, log_mult = count_vectors(k, m), log_multinomials(k, m)
     pairs = _pair_indices(n, neighbours)
     batch = log_K.shape[:-2]
     flat = log_K.reshape((-1, n, m))
@@ -291,20 +291,15 @@ def _composed_level(log_K, k: int, pair_value, neighbours, tails: bool = False
             f"smaller k")
     first = jnp.asarray(pairs[:, 0])
     second = jnp.asarray(pairs[:, 1])
-    if tails:
-        build = tail_loss
-        size = len(counts) + 2 * (k + 1) * (k + 2)
-    else:
-        build, size = composed_loss, len(counts)
 
     def item(args):
         index, pair = args
         lk = flat[index]
-        return pair_value(build(lk[first[pair]], lk[second[pair]], counts, log_mult))
+        return pair_value(composed_loss(lk[first[pair]], lk[second[pair]], counts, log_mult))
 
     index = jnp.repeat(jnp.arange(flat.shape[0]), len(pairs))
     pair = jnp.tile(jnp.arange(len(pairs)), flat.shape[0])
-    per_call = max(1, min(len(index), _CHUNK_ELEMENTS // size))
+    per_call = max(1, min(len(index), _CHUNK_ELEMENTS // len(counts)))
     values = jax.lax.map(item, (index, pair), batch_size=per_call)
     return jnp.max(values.reshape(flat.shape[0], len(pairs)), axis=1).reshape(batch)
 
@@ -326,9 +321,31 @@ def eps_composed(mech: Mechanism, k=10, delta=1e-5, neighbours=None) -> Float[Ar
         raise InputError(f"notion 'eps_composed': 'delta' must be in (0, 1), got {delta!r}")
     m = mech.log_K.shape[-1]
     if 3 <= m and k <= MAX_TAIL_USES:  # the binomial-tail sums: C(k+m−2, m−2) lookups a step
-        return _composed_level(mech.log_K, k, lambda t: eps_of_tails(t, d), neighbours,
-                               tails=True)
+        return _eps_by_tails(mech.log_K, k, d, neighbours)
     return _composed_level(mech.log_K, k, lambda c: eps_of_loss(c, d), neighbours)
+
+
+def _eps_by_tails(log_K, k: int, delta: float, neighbours, chunk: int | None = None):
+    """:func:`jaxpriv.core.composition_tails.eps_over_pairs` over any batch shape, a chunk of
+    mechanisms at a time (``lax.map``; memory near :data:`_CHUNK_ELEMENTS` terms)."""
+    n, m = log_K.shape[-2:]
+    counts, log_mult = count_vectors(k, m - 1), log_multinomials(k, m - 1)
+    pairs = _pair_indices(n, neighbours)
+    batch = log_K.shape[:-2]
+    flat = log_K.reshape((-1, n, m))
+    total = flat.shape[0]
+    if len(pairs) == 0 or total == 0:
+        return jnp.zeros(batch, log_K.dtype)
+    if chunk is None:  # rounds run in step across a chunk: small on a CPU, wide on a GPU
+        size = len(counts) + 2 * (k + 1) * (k + 2)
+        wide = jax.default_backend() in ("gpu", "cuda", "rocm", "tpu")
+        chunk = _CHUNK_ELEMENTS // size if wide else _TAIL_ROUND_ELEMENTS // len(counts)
+    per = max(1, min(total, chunk))
+    chunks = -(-total // per)
+    padded = jnp.concatenate([flat, jnp.repeat(flat[:1], chunks * per - total, axis=0)])
+    values = jax.lax.map(lambda x: eps_over_pairs(x, pairs, k, delta, counts, log_mult),
+                         padded.reshape((chunks, per, n, m)))
+    return values.reshape(-1)[:total].reshape(batch)
 
 
 # --------------------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float, Int
+from jaxtyping import Array, Bool, Float, Int
 
 NEG_INF = -jnp.inf
 
@@ -168,25 +168,27 @@ def _newton(lo, A, eB, delta):
     return jnp.where(ok, lo + gap, jnp.where(A > delta, jnp.inf, lo))
 
 
-def eps_of_tails(t: TailLoss, delta, steps: int = 64) -> Float[Array, ""]:
-    """The least ``ε ≥ 0`` with ``δ_k(ε) ≤ δ``, exactly (as
-    :func:`jaxpriv.core.composition.eps_of_loss`, one table lookup per outer vector).
+class _Found(NamedTuple):
+    """Where a pair's search ended: ``lo`` (the segment step from there is the answer), ``hi``,
+    the answer ``eps`` (not differentiated), ``zero`` (``δ_k(floor) ≤ δ``: the answer is at most
+    the floor) and ``infinite`` (the ``+∞`` atom alone exceeds δ)."""
 
-    The search keeps a bracket ``[lo, hi]`` (``δ_k(lo) > δ ≥ δ_k(hi)``) and the number of live
-    atoms above each end. Its steps are halvings until the *segment step* from ``lo``
-    (:func:`_newton`: on the segment above ``lo``, ``δ_k = A − e^ε B``; it lands below the
-    answer, ``δ_k`` being convex in ``e^ε``) reaches past the middle; from then on segment steps,
-    each a lower bound, converging fast. It stops when no live atom lies between ``lo`` and the
-    point reached (the segment step from ``lo`` is then the answer exactly) or between ``lo`` and
-    ``hi``. On random 4×4 pairs at k = 100: 12 steps on average, 20 at most (halvings alone:
-    17 and 27). The search runs under ``stop_gradient``; the answer is the segment step from the
-    final ``lo`` on the sums recomputed there, so its gradient is the exact segment formula's."""
-    k2 = t.log_tail_p.shape[1]
-    live = t.log_p > NEG_INF
-    row = t.rest * k2
+    lo: Float[Array, ""]
+    hi: Float[Array, ""]
+    eps: Float[Array, ""]
+    below: Bool[Array, ""]
+    infinite: Bool[Array, ""]
+
+
+def _search(t: TailLoss, delta, floor, active, steps: int = 64) -> _Found:
+    """The search of :func:`eps_of_tails` from ``floor`` (``δ_k(floor) ≤ δ``: done at once, the
+    answer is at most the floor; an inactive pair is done at once too), not differentiated."""
     f = jax.lax.stop_gradient(t)
+    live = f.log_p > NEG_INF
+    row = f.rest * f.log_tail_p.shape[1]
     rest = f.rest.astype(f.base.dtype)
-    top = jnp.maximum(jnp.max(jnp.where(live, f.base + rest * f.step, NEG_INF)), 0.0)
+    top = jnp.max(jnp.where(live, f.base + rest * f.step, NEG_INF))
+    top = jnp.maximum(top, floor)
 
     def more(state):
         return (state[6] < steps) & ~state[7]
@@ -208,17 +210,133 @@ def eps_of_tails(t: TailLoss, delta, steps: int = 64) -> Float[Array, ""]:
         done = done | (n_lo == n_hi)
         return lo, hi, A, eB, n_lo, n_hi, count + 1, done, newton
 
-    zero = jnp.minimum(top, 0.0)  # 0, computed from the data: varying like it under shard_map
-    A0, eB0, n0 = _sums(f, zero, live, row)
+    A0, eB0, n0 = _sums(f, floor, live, row)
     _, _, n_top = _sums(f, top, live, row)
-    start = (zero, top, A0, eB0, n0, n_top, jnp.zeros((), jnp.int32), n0 == n_top,
-             jnp.zeros((), bool))
-    lo, hi = jax.lax.while_loop(more, step, start)[:2]
-    A, eB, _ = _sums(t, lo, live, row)  # differentiable: the gradient of the segment formula
+    below = ~(A0 - delta > eB0)
+    infinite = f.infinite > delta
+    start = (floor, top, A0, eB0, n0, n_top, jnp.zeros((), jnp.int32),
+             (n0 == n_top) | below | infinite | ~active, jnp.zeros((), bool))
+    lo, hi, A, eB = jax.lax.while_loop(more, step, start)[:4]
     eps = _newton(lo, A, eB, delta)
-    eps = jnp.where(eps < lo, lo, jnp.where(eps > hi, hi, eps))  # where, not clip: no ½ at ties
-    eps = jnp.where(A0 - delta > eB0, eps, zero)  # δ_k(0) ≤ δ: ε = 0
-    return jnp.where(t.infinite > delta, jnp.inf, eps)
+    eps = jnp.where(eps < lo, lo, jnp.where(eps > hi, hi, eps))
+    eps = jnp.where(infinite, jnp.inf, jnp.where(below, floor, eps))
+    return _Found(lo, hi, eps, below, infinite)
 
 
-__all__ = ["TailLoss", "eps_of_tails", "tail_loss"]
+def _answer(t: TailLoss, found: _Found, delta, floor) -> Float[Array, ""]:
+    """The answer, differentiable: the segment step from ``found.lo`` on sums recomputed there
+    (``where``, not ``clip``, keeps the bracket: no ½ gradient at a tie)."""
+    live = t.log_p > NEG_INF
+    A, eB, _ = _sums(t, found.lo, live, t.rest * t.log_tail_p.shape[1])
+    eps = _newton(found.lo, A, eB, delta)
+    eps = jnp.where(eps < found.lo, found.lo, jnp.where(eps > found.hi, found.hi, eps))
+    return jnp.where(found.infinite, jnp.inf, jnp.where(found.below, floor, eps))
+
+
+def eps_of_tails(t: TailLoss, delta, steps: int = 64) -> Float[Array, ""]:
+    """The least ``ε ≥ 0`` with ``δ_k(ε) ≤ δ``, exactly (as
+    :func:`jaxpriv.core.composition.eps_of_loss`, one table lookup per outer vector).
+
+    The search keeps a bracket ``[lo, hi]`` (``δ_k(lo) > δ ≥ δ_k(hi)``) and the number of live
+    atoms above each end. Its steps are halvings until the *segment step* from ``lo``
+    (:func:`_newton`: on the segment above ``lo``, ``δ_k = A − e^ε B``; it lands below the
+    answer, ``δ_k`` being convex in ``e^ε``) reaches past the middle; from then on segment steps,
+    each a lower bound, converging fast. It stops when no live atom lies between ``lo`` and the
+    point reached (the segment step from ``lo`` is then the answer exactly) or between ``lo`` and
+    ``hi``. On random 4×4 pairs at k = 100: 12 steps on average, 20 at most (halvings alone:
+    17 and 27). The search runs under ``stop_gradient``; the answer is the segment step from the
+    final ``lo`` on the sums recomputed there, so its gradient is the exact segment formula's."""
+    zero = jnp.zeros((), t.base.dtype)
+    found = _search(t, delta, zero, jnp.ones((), bool), steps)
+    return _answer(t, found, delta, zero)
+
+
+# --------------------------------------------------------------------------------------------
+# the max over pairs, pruned by a Rényi bound
+# --------------------------------------------------------------------------------------------
+
+_ORDERS = 1.0 + np.logspace(-2.0, 3.0, 48)
+_MARGIN = 1e-9
+
+
+def renyi_bound(log_P, log_Q, k: int, delta) -> Float[Array, "..."]:
+    """An upper bound on the composed ε of each pair (any leading shape): the Rényi
+    divergence's, ``min_α k D_α(P‖Q) + [log(1/δ) + (α−1) log(1 − 1/α) − log α]/(α − 1)`` over a
+    grid of orders (Canonne, Kamath, Steinke 2020, arXiv:2004.00010, Prop. 12; ``D_α`` adds over
+    the k uses). ``+∞`` where ``Q = 0 < P``."""
+    alpha = jnp.asarray(_ORDERS, log_P.dtype)
+    has_p = log_P > NEG_INF
+    lp = jnp.where(has_p, log_P, 0.0)[..., None, :]
+    lq = log_Q[..., None, :]
+    only_p = has_p[..., None, :] & (lq == NEG_INF)
+    a = alpha[:, None]
+    exponent = jnp.where(has_p[..., None, :] & ~only_p,
+                         a * lp + (1.0 - a) * jnp.where(only_p | (lq == NEG_INF), 0.0, lq),
+                         NEG_INF)
+    top = jnp.max(exponent, axis=-1, keepdims=True)
+    top = jnp.where(top > NEG_INF, top, 0.0)
+    lse = top[..., 0] + jnp.log(jnp.sum(jnp.exp(exponent - top), axis=-1))
+    D = jnp.where(jnp.any(only_p, axis=-1), jnp.inf, jnp.maximum(lse, 0.0) / (alpha - 1.0))
+    extra = (jnp.log(1.0 / delta) + (alpha - 1.0) * jnp.log1p(-1.0 / alpha)
+             - jnp.log(alpha)) / (alpha - 1.0)
+    return jnp.min(k * D + extra, axis=-1)
+
+
+def eps_over_pairs(log_K: Float[Array, "b n m"], pairs: np.ndarray, k: int, delta,
+                   counts: np.ndarray, log_multinomial: np.ndarray) -> Float[Array, " b"]:
+    """The composed ε of ``k`` uses, max over the ordered ``pairs`` (``(P, 2)`` rows of
+    secrets), for a batch of mechanisms, exactly — solving only the pairs that can matter.
+
+    Each pair's :func:`renyi_bound` ``U`` is an upper bound on its ε. The pairs are taken in
+    order of decreasing ``U``, one per round for every mechanism of the batch; a round solves
+    the pair with the best ε so far as its floor (:func:`_search`: a pair whose ``δ_k`` at the
+    floor is already ≤ δ costs one evaluation), and the rounds stop once every mechanism's next
+    ``U`` is at most its best (less a relative margin of 1e-9: ``U`` is never that close to a
+    pair's ε). On random 4×4 mechanisms at k = 100: 1.6 pairs examined on average (5 at most),
+    where every pair's ε used to be solved. The answer is recomputed differentiably for the pair
+    that attains it. ``counts``, ``log_multinomial``: the outer count vectors (``m − 1``
+    slots)."""
+    first, second = jnp.asarray(pairs[:, 0]), jnp.asarray(pairs[:, 1])
+    log_P, log_Q = log_K[:, first], log_K[:, second]  # (b, P, m)
+    fixed_P, fixed_Q = jax.lax.stop_gradient((log_P, log_Q))
+    bound = renyi_bound(fixed_P, fixed_Q, k, delta)
+    order = jnp.argsort(-bound, axis=1).astype(jnp.int32)
+    bound = jnp.take_along_axis(bound, order, axis=1)
+    count = len(pairs)
+    batch = log_K.shape[0]
+    zero = jnp.zeros((batch,), log_K.dtype)
+
+    def rows(x, index):  # x[i, index[i]] for every mechanism i
+        return jnp.take_along_axis(x, index[:, None, None], axis=1)[:, 0]
+
+    def needed(r, best):
+        at = jnp.minimum(r, count - 1)
+        U = jax.lax.dynamic_index_in_dim(bound, at, axis=1, keepdims=False)
+        return (r < count) & (U * (1.0 + _MARGIN) + _MARGIN > best)
+
+    def more(state):
+        r, best = state[:2]
+        return jnp.any(needed(r, best))
+
+    def round_(state):
+        r, best, which, lo, hi = state
+        active = needed(r, best)
+        index = jax.lax.dynamic_index_in_dim(order, r, axis=1, keepdims=False)
+        tails = jax.vmap(lambda p, q: tail_loss(p, q, counts, log_multinomial))(
+            rows(fixed_P, index), rows(fixed_Q, index))
+        found = jax.vmap(lambda t, f, a: _search(t, delta, f, a))(tails, best, active)
+        better = active & ~found.below & (found.eps > best)
+        return (r + 1, jnp.where(better, found.eps, best), jnp.where(better, index, which),
+                jnp.where(better, found.lo, lo), jnp.where(better, found.hi, hi))
+
+    start = (jnp.zeros((), jnp.int32), zero, jnp.zeros((batch,), jnp.int32), zero, zero)
+    _, best, which, lo, hi = jax.lax.while_loop(more, round_, start)
+    # the value again, differentiable, on the pair that attains it (ε = 0: none does)
+    tails = jax.vmap(lambda p, q: tail_loss(p, q, counts, log_multinomial))(
+        rows(log_P, which), rows(log_Q, which))
+    found = _Found(lo, hi, best, best == 0.0, jnp.isinf(best))
+    value = jax.vmap(lambda t, f: _answer(t, f, delta, jnp.zeros((), t.base.dtype)))(tails, found)
+    return value
+
+
+__all__ = ["TailLoss", "eps_of_tails", "eps_over_pairs", "renyi_bound", "tail_loss"]
