@@ -63,10 +63,10 @@ MAX_COUNT_VECTORS = 4_000_000  # count vectors of one pair held at once (each: m
 MAX_PAIR_TERMS = 2_000_000_000  # ordered pairs × count vectors of one mechanism
 MAX_TAIL_USES = 1000  # the binomial-tail tables' scaled entries stay in [2^−k, 2^k]
 _CHUNK_ELEMENTS = 1 << 22
-_TAIL_ROUND_ELEMENTS = 12_288  # outer count vectors a CPU round of eps_over_pairs takes at once:
-# its rounds and searches run in step across the mechanisms of a chunk, so a wide chunk waits
-# for its slowest (EPYC, 4×4 at k = 100: 1 mechanism a chunk 340–520/s, 256 a chunk 120/s; at
-# k = 10: 256 a chunk 20,000/s, 16 a chunk 13,700/s)  # (mechanism, pair) items × count vectors evaluated at once
+_TAIL_ROUND_ELEMENTS = 16_384  # outer count vectors a CPU round of eps_over_pairs takes at once:
+# its rounds and searches run in step across a chunk's mechanisms, so a wide chunk waits for its
+# slowest (EPYC, 4×4 at k = 100: 1–8 mechanisms a chunk 660–730/s, 256 a chunk 120/s; k = 10:
+# 100–400 a chunk 21,000–26,000/s)
 
 
 # --------------------------------------------------------------------------------------------
