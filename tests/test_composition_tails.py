@@ -15,7 +15,14 @@ import pytest
 
 from jaxpriv.core import composition, composition_tails
 
-jax.config.update("jax_enable_x64", True)
+
+
+@pytest.fixture(autouse=True)
+def _float64():
+    """Every test here in float64 — within the test only (a module-wide switch would turn the
+    float32 sweeps of the tests after it, in the same worker, to float64)."""
+    with jax.enable_x64(True):
+        yield
 
 
 def _pair_eps(log_P, log_Q, k, delta, tails):
