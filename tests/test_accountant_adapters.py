@@ -209,6 +209,9 @@ def test_dp_accounting_compute_delta():
                 assert close(got, want), (alpha, epsilon, r, got, want)
             assert aa.dp_accounting_compute_delta(math.inf, order=alpha, epsilon=epsilon) == 1.0
             assert aa.dp_accounting_compute_delta(0.0, order=alpha, epsilon=epsilon) == 0.0
+            # below 2^−53 the library raises "math domain error" on a valid level: no claim
+            assert aa.dp_accounting_compute_delta(1e-300, order=alpha, epsilon=epsilon) == math.inf
+            assert aa.dp_accounting_compute_delta(1e-15, order=alpha, epsilon=epsilon) < 1e-7
 
 
 # -- autodp ------------------------------------------------------------------------------------

@@ -133,13 +133,21 @@ def dp_accounting_compute_delta(r: float, *, order: float, epsilon: float) -> fl
         δ = min(1, e^{log δ})
 
     (the KL/TV bound, then Canonne–Kamath–Steinke 2020 Prop. 12). ``r = +∞`` gives 1. ``order < 1``
-    or ``epsilon < 0``: the library raises :class:`ValueError`.
+    or ``epsilon < 0``: the library raises :class:`ValueError`. For ``0 < r < 2^−53`` it raises
+    ``ValueError: math domain error`` on a valid level (``e^{−r}`` rounds to 1 and
+    ``math.log1p(−1)`` refuses): it makes no claim there, returned as ``+∞`` (found by
+    tests/test_relations.py's sweep of every bound over ``x = 0, 1e-300, …, ∞``; verified 0.6.0).
     """
     r = _level(r, "r")
 
     from dp_accounting.rdp import rdp_privacy_accountant as rdp
 
-    delta, _ = rdp.compute_delta([float(order)], [r], float(epsilon))
+    try:
+        delta, _ = rdp.compute_delta([float(order)], [r], float(epsilon))
+    except ValueError:
+        if 0.0 < r and math.exp(-r) == 1.0:  # the library's log1p(−e^{−r}) at e^{−r} = 1
+            return math.inf
+        raise
     return _claim(delta, "dp_accounting.compute_delta")
 
 
