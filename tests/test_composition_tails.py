@@ -237,3 +237,21 @@ def test_the_gradient_of_the_pruned_max_is_its_pairs():
         return composition._eps_by_tails(log_K[None], 9, 1e-4, None)[0]
 
     _check_gradient(eps, u)
+
+
+def test_the_search_runs_under_shard_map():
+    """The search engine evaluates conclusions under ``shard_map`` over its restarts (float32):
+    every loop carry must vary like the data there (a constant first row of the tail tables made
+    the quick audit's C-relation searches fail with a scan-carry type error)."""
+    from jax.sharding import Mesh, PartitionSpec
+
+    mesh = Mesh(np.array(jax.devices()[:1]), ("restarts",))  # as search_loop builds it
+    log_K = _mechanisms(np.random.default_rng(2), 4, 3, 3).astype(np.float32)
+    sharded = jax.jit(jax.shard_map(
+        lambda x: composition._eps_by_tails(x, 6, 1e-3, None), mesh=mesh,
+        in_specs=PartitionSpec("restarts"), out_specs=PartitionSpec("restarts")))
+    with jax.enable_x64(False):
+        got = np.asarray(sharded(jnp.asarray(log_K)))
+    want = np.asarray(jax.jit(lambda x: composition._eps_by_tails(x, 6, 1e-3, None))(
+        jnp.asarray(log_K, jnp.float64)))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

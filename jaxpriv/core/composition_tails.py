@@ -81,7 +81,9 @@ def _scaled_tails(log_a, log_b, k: int) -> tuple[Float[Array, " k2"], Float[Arra
     rho = jnp.where(some, jnp.exp(log_b - jnp.where(some, total, 0.0)), 0.0)
     t = jnp.arange(k + 2, dtype=log_a.dtype)
     log_power = jnp.where(t > 0, t * log_pi, 0.0)  # no 0·(−∞) at t = 0
-    first = jnp.zeros(k + 2, log_a.dtype).at[0].set(1.0)
+    # the first row from the data (ρ ∈ [0, 1]): varying like it under shard_map, as the scan's
+    # carry must be (a constant carry is refused when the body's output varies)
+    first = jnp.where(t == 0, 1.0, 0.0).astype(log_a.dtype) + 0.0 * rho
 
     def draw(prev, _):
         row = jnp.concatenate([first[:1], prev[:-1] + rho * prev[1:]])
@@ -227,7 +229,7 @@ def _search(t: TailLoss, delta, floor, active, bound=jnp.inf, steps: int = 64) -
     below = ~(A0 - delta > eB0)
     infinite = f.infinite > delta
     start = (floor, hi0, A0, eB0, n0, n_hi0, jnp.zeros((), jnp.int32),
-             (n0 == n_hi0) | below | infinite | ~active, jnp.zeros((), bool))
+             (n0 == n_hi0) | below | infinite | ~active, floor != floor)  # False, from the data
     lo, hi, A, eB = jax.lax.while_loop(more, step, start)[:4]
     eps = _newton(lo, A, eB, delta)
     eps = jnp.where(eps < lo, lo, jnp.where(eps > hi, hi, eps))
@@ -321,7 +323,8 @@ def eps_over_pairs(log_K: Float[Array, "b n m"], pairs: np.ndarray, k: int, delt
         bound = renyi_bound(log_P, log_Q, k, delta)
         order = jnp.argsort(-bound, axis=1).astype(jnp.int32)
         bound = jnp.take_along_axis(bound, order, axis=1)
-        zero = jnp.zeros(log_K.shape[:1], log_K.dtype)
+        # 0 from the data (varying like it under shard_map, as the loop's carry must be)
+        zero = jnp.where(bound[:, 0] > 0, 0.0, 0.0).astype(log_K.dtype)
 
         def needed(r, best):
             U = jax.lax.dynamic_index_in_dim(bound, jnp.minimum(r, count - 1), axis=1,
@@ -341,7 +344,7 @@ def eps_over_pairs(log_K: Float[Array, "b n m"], pairs: np.ndarray, k: int, delt
             return (r + 1, jnp.where(better, found.eps, best), jnp.where(better, index, which),
                     jnp.where(better, found.lo, lo), jnp.where(better, found.hi, hi))
 
-        start = (jnp.zeros((), jnp.int32), zero, jnp.zeros(zero.shape, jnp.int32), zero, zero)
+        start = (jnp.zeros((), jnp.int32), zero, zero.astype(jnp.int32), zero, zero)
         return jax.lax.while_loop(more, round_, start)[1:]
 
     @jax.custom_jvp
