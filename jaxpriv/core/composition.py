@@ -54,7 +54,7 @@ import numpy as np
 from jax.scipy.special import gammaln
 from jaxtyping import Array, Float
 
-from jaxpriv.core.composition_tails import eps_over_pairs
+from jaxpriv.core.composition_tails import eps_over_pairs, pair_losses
 from jaxpriv.core.errors import InputError
 from jaxpriv.core.mechanisms import Mechanism
 
@@ -154,9 +154,7 @@ def composed_loss(log_P: Float[Array, " m"], log_Q: Float[Array, " m"],
     """:class:`ComposedLoss` of the pair ``(P, Q)`` at the count vectors ``counts`` (``(V, m)``,
     all summing to ``k``) with their ``log_multinomial`` coefficients."""
     k = int(counts[0].sum())
-    both = (log_P > NEG_INF) & (log_Q > NEG_INF)
-    only_p = (log_P > NEG_INF) & (log_Q == NEG_INF)
-    L = jnp.where(both, log_P - jnp.where(both, log_Q, 0.0), 0.0)
+    both, L, infinite = pair_losses(log_P, log_Q, k)
     safe_log_P = jnp.where(both, log_P, 0.0)
     counts = jnp.asarray(counts, log_P.dtype)
     used = counts > 0
@@ -164,9 +162,6 @@ def composed_loss(log_P: Float[Array, " m"], log_Q: Float[Array, " m"],
     loss = jnp.sum(counts * L, axis=-1)
     log_p = jnp.where(allowed, jnp.asarray(log_multinomial, log_P.dtype)
                       + jnp.sum(counts * safe_log_P, axis=-1), NEG_INF)
-    p_inf = jnp.sum(jnp.where(only_p, jnp.exp(log_P), 0.0))
-    # 1 − (1 − P_∞)^k without cancellation (P_∞ = 1: log1p(−1) = −∞, expm1(−∞) = −1)
-    infinite = -jnp.expm1(k * jnp.log1p(-jnp.minimum(p_inf, 1.0)))
     return ComposedLoss(loss, log_p, infinite)
 
 

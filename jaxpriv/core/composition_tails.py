@@ -100,6 +100,19 @@ def _log_tails(log_a, log_b, k: int) -> Float[Array, "k1 k2"]:
     return jnp.where(some, power[None, :] + jnp.log(jnp.where(some, U, 1.0)), NEG_INF)
 
 
+def pair_losses(log_P, log_Q, k: int):
+    """One use's losses and k uses' ``+∞`` atom, shared by the count-vector and tail sums:
+    ``(both, L, infinite)`` — the outputs in both supports, ``L_w = log(P_w/Q_w)`` there (0
+    elsewhere, masked before the subtraction), and the P-mass ``1 − (1 − P_∞)^k`` of the
+    sequences using an output with ``P > 0 = Q`` (``−expm1(k log1p(−P_∞))``: no cancellation;
+    ``P_∞ = 1`` gives 1)."""
+    both = (log_P > NEG_INF) & (log_Q > NEG_INF)
+    only_p = (log_P > NEG_INF) & (log_Q == NEG_INF)
+    L = jnp.where(both, log_P - jnp.where(both, log_Q, 0.0), 0.0)
+    p_inf = jnp.sum(jnp.where(only_p, jnp.exp(log_P), 0.0))
+    return both, L, -jnp.expm1(k * jnp.log1p(-jnp.minimum(p_inf, 1.0)))
+
+
 def tail_loss(log_P: Float[Array, " m"], log_Q: Float[Array, " m"],
               counts: np.ndarray, log_multinomial: np.ndarray) -> TailLoss:
     """:class:`TailLoss` of the pair ``(P, Q)`` (``m ≥ 2`` outputs) at the outer count vectors
@@ -107,9 +120,7 @@ def tail_loss(log_P: Float[Array, " m"], log_Q: Float[Array, " m"],
     ``log_multinomial`` coefficients (:func:`jaxpriv.core.composition.count_vectors` and
     ``log_multinomials`` at ``m − 1``)."""
     k = int(counts[0].sum())
-    both = (log_P > NEG_INF) & (log_Q > NEG_INF)
-    only_p = (log_P > NEG_INF) & (log_Q == NEG_INF)
-    L = jnp.where(both, log_P - jnp.where(both, log_Q, 0.0), 0.0)
+    both, L, infinite = pair_losses(log_P, log_Q, k)
     lp = jnp.where(both, log_P, NEG_INF)  # the live part: sequences off it are not finite atoms
     lq = jnp.where(both, log_Q, NEG_INF)
     # inner outputs a, b: the larger loss first; one outside the supports takes the other's loss
@@ -132,8 +143,6 @@ def tail_loss(log_P: Float[Array, " m"], log_Q: Float[Array, " m"],
     off = jnp.any(used & (outer_p == NEG_INF), axis=-1)
     log_p, log_q = jnp.where(off, NEG_INF, log_p), jnp.where(off, NEG_INF, log_q)
     base = jnp.sum(c * outer_L, axis=-1)
-    p_inf = jnp.sum(jnp.where(only_p, jnp.exp(log_P), 0.0))
-    infinite = -jnp.expm1(k * jnp.log1p(-jnp.minimum(p_inf, 1.0)))
     rest = jnp.asarray(counts[:, -1], jnp.int32)
     return TailLoss(base, rest, la - lb, log_p, log_q, tail_p, tail_q, infinite)
 
@@ -367,4 +376,5 @@ def eps_over_pairs(log_K: Float[Array, "b n m"], pairs: np.ndarray, k: int, delt
     return value(log_K)
 
 
-__all__ = ["TailLoss", "eps_of_tails", "eps_over_pairs", "renyi_bound", "tail_loss"]
+__all__ = ["TailLoss", "eps_of_tails", "eps_over_pairs", "pair_losses", "renyi_bound",
+           "tail_loss"]
