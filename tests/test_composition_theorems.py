@@ -107,14 +107,14 @@ def test_every_bound_is_its_papers_formula(x64, k, delta):
     for x in (0.01, 0.3, 1.0, 2.5):
         want = _independent_bounds(k, delta, x)
         for base, value in want.items():
-            relation = registry.get(ct.composed_id(base, k, delta=delta))
+            relation = registry.get(_id(base, k=k, delta=delta))
             got = float(relation.bound(jnp.asarray(x)))
             assert got == pytest.approx(value, rel=1e-9, abs=1e-15), (base, x)
     for order in ct.ORDERS:
-        c5 = registry.get(ct.composed_id("C5", k, order=order, delta=delta))
+        c5 = registry.get(_id("C5", k=k, order=order, delta=delta))
         assert float(c5.bound(jnp.asarray(0.2))) == pytest.approx(
             k * 0.2 + math.log(1 / delta) / (order - 1))
-    c6 = registry.get(ct.composed_id("C6", k, delta=delta))
+    c6 = registry.get(_id("C6", k=k, delta=delta))
     assert float(c6.bound(jnp.asarray(0.2))) == pytest.approx(
         k * 0.2 + 2 * math.sqrt(k * 0.2 * math.log(1 / delta)))
 
@@ -133,8 +133,8 @@ def test_no_mechanism_exceeds_the_certificate_and_true_theorems_hold(x64, k, sha
     mechs = _random_ldp_mechanisms(rng, 64, *shape)
     checks = {}
     for base in ("C1", "C2", "C4", "C6"):
-        checks[base] = registry.get(ct.composed_id(base, k, delta=1e-5)).check(mechs)
-    checks["C5"] = registry.get(ct.composed_id("C5", k, order=2.0, delta=1e-5)).check(mechs)
+        checks[base] = registry.get(_id(base, k=k, delta=1e-5)).check(mechs)
+    checks["C5"] = registry.get(_id("C5", k=k, order=2.0, delta=1e-5)).check(mechs)
     for base, result in checks.items():
         assert not np.any(result.violated), base
         assert np.all(np.isfinite(result.conclusion))
@@ -144,7 +144,7 @@ def test_no_mechanism_exceeds_the_certificate_and_true_theorems_hold(x64, k, sha
 
 
 def test_rr_attains_the_envelope_so_c3_reads_tight(x64):
-    relation = registry.get(ct.composed_id("C3", 10, epsilon=0.7))
+    relation = registry.get(_id("C3", k=10, epsilon=0.7))
     with jax.enable_x64(True):
         mech = families.randomized_response(0.5)
     result = relation.check(mech)
@@ -167,10 +167,10 @@ def test_certified_verdicts_of_the_theorems():
     for k in ct.USES:
         for delta in ct.DELTAS:
             for base in ("C1", "C4"):
-                least, where = _least(ct.composed_id(base, k, delta=delta), x)
+                least, where = _least(_id(base, k=k, delta=delta), x)
                 # approached as ε grows (the top atom kε carries all but δ of the way), not met
                 assert 1.0 < least < 1.0 + 1e-4 and where == pytest.approx(3.0)
-            least, _ = _least(ct.composed_id("C2", k, delta=delta), x)
+            least, _ = _least(_id("C2", k=k, delta=delta), x)
             assert least > 1.25 if k > 1 else least > 4.5
 
 
@@ -179,7 +179,7 @@ def test_c7_the_clt_is_not_a_bound():
     below the exact composed ε of k-fold RR_ε — the finding. The witness: k = 10, δ = 1e-3,
     ε = 0.0011, where the CLT says 7.6e-4 and RR_ε^⊗10 needs 8.3e-4 (re-checked by the oracle)."""
     x = np.geomspace(1e-3, 0.02, 60)
-    least, where = _least(ct.composed_id("C7", 10, delta=1e-3), x)
+    least, where = _least(_id("C7", k=10, delta=1e-3), x)
     assert least < 0.93
     with jax.enable_x64(True):
         claimed = float(ct.clt(10, 1e-3)(jnp.asarray(where)))
@@ -242,3 +242,8 @@ def test_a_mechanism_with_an_infinite_ldp_level_is_no_false_alarm(x64):
         result = registry.get(rid).check(mech)
         assert float(result.premise) == np.inf and not bool(result.violated), rid
         assert not np.isnan(float(result.bound)) and float(result.bound) > 0, rid
+
+
+def _id(base, **values):
+    """The id of claim ``base`` at ``values`` (``C2.k10.d1e-5``)."""
+    return registry.CLAIMS[base].instance_id(values)

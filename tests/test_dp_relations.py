@@ -47,7 +47,7 @@ XS = [1e-9, 1e-4, 0.1, 1.0, 3.0, 20.0]
 @pytest.mark.parametrize("order", dp_relations.ORDERS)
 def test_d5_bound_matches_steinke_theorem_4(order):
     """Steinke 2024 Thm 4, in mpmath straight from the statement, to 1e-13 even at ε = 1e-9."""
-    got = _bound(dp_relations.instance_id("D5", order=order), XS)
+    got = _bound(_id("D5", order=order), XS)
     a = mp.mpf(order)
     want = [mp.log((mp.exp(a * x) + mp.exp((1 - a) * x)) / (1 + mp.exp(x))) / (a - 1)
             for x in map(mp.mpf, XS)]
@@ -59,7 +59,7 @@ def test_d9_bound_is_the_infimum_over_orders(epsilon):
     """Canonne, Kamath, Steinke 2020 Cor. 13: the infimum over α > 1, against mpmath's
     minimization (the bound must not be below it — that would invent violations — and is within
     1e-10 of it)."""
-    rid = dp_relations.instance_id("D9", epsilon=epsilon)
+    rid = _id("D9", epsilon=epsilon)
     rhos = [1e-3, 0.05, 0.3, 1.0, 4.0]
     got = _bound(rid, rhos)
     for rho, value in zip(rhos, got):
@@ -78,7 +78,7 @@ def test_d9_bound_is_the_infimum_over_orders(epsilon):
 
 @pytest.mark.parametrize("epsilon", dp_relations.EPSILONS)
 def test_d10_bound_matches_dong_roth_su(epsilon):
-    rid = dp_relations.instance_id("D10", epsilon=epsilon)
+    rid = _id("D10", epsilon=epsilon)
     mus = [1e-3, 0.1, 0.5, 1.0, 3.0, 10.0]
     got = _bound(rid, mus)
     e = mp.mpf(epsilon)
@@ -95,9 +95,9 @@ def test_other_bounds_are_the_papers_formulas():
     np.testing.assert_allclose(_bound("D4", x), x * np.tanh(x / 2), rtol=1e-14)
     for a in dp_relations.ORDERS:
         for d in dp_relations.DELTAS:
-            np.testing.assert_allclose(_bound(dp_relations.instance_id("D6", a, d), x),
+            np.testing.assert_allclose(_bound(_id("D6", order=a, delta=d), x),
                                        x + np.log(1 / d) / (a - 1), rtol=1e-14)
-            np.testing.assert_allclose(_bound(dp_relations.instance_id("D7", a, d), x),
+            np.testing.assert_allclose(_bound(_id("D7", order=a, delta=d), x),
                                        x + np.log((a - 1) / a) - (np.log(d) + np.log(a)) / (a - 1),
                                        rtol=1e-13)
     np.testing.assert_allclose(_bound("D8.d1e-5", x), x + 2 * np.sqrt(x * np.log(1e5)),
@@ -150,7 +150,7 @@ def test_kov_four_output_mechanism_attains_d13(x64):
             d = delta * (1 - 1e-12)  # exactly δ would round to δ + 1 ulp: ε(δ) = +∞
             P = np.array([d, (1 - d) * e / (1 + e), (1 - d) / (1 + e), 0.0])
             mech = Mechanism.from_K(np.stack([P, P[::-1]]))
-            result = registry.get(dp_relations.instance_id("D13", delta=delta)).check(mech)
+            result = registry.get(_id("D13", delta=delta)).check(mech)
             np.testing.assert_allclose(result.premise, eps, rtol=1e-9)
             np.testing.assert_allclose(result.slack, 1.0, rtol=1e-9)
 
@@ -186,7 +186,7 @@ def test_quantized_gaussians_approach_d10(x64):
     mech = Mechanism.from_K(np.stack([P, Q]))
     assert float(level("gdp", mech)) <= mu * (1 + 1e-9)
     for eps in dp_relations.EPSILONS:
-        bound = float(_bound(dp_relations.instance_id("D10", epsilon=eps), [mu])[0])
+        bound = float(_bound(_id("D10", epsilon=eps), [mu])[0])
         got = float(level("delta", mech, epsilon=eps))
         assert bound * 0.99 <= got <= bound
 
@@ -247,3 +247,8 @@ def test_a_file_without_the_instances_values_is_checked_at_the_instances_own():
     assert float(result.conclusion) == pytest.approx(
         float(level("eps_at_delta", mech, delta=1e-2)), rel=1e-12)
     assert float(result.premise) != pytest.approx(float(level("renyi", mech, order=2.0)))
+
+
+def _id(base, **values):
+    """The id of claim ``base`` at ``values`` (``D6.a4.d1e-5``)."""
+    return registry.CLAIMS[base].instance_id(values)

@@ -30,17 +30,19 @@ def test_registry_has_r1_to_r6_with_sources():
         registry.get("R99")
 
 
-def test_an_unknown_id_names_the_claims_instances_or_the_closest_ids_not_the_registry():
-    """``D10`` is a claim registered at three settings: the error lists them; an id that is no
-    prefix lists the closest ids; neither lists the whole registry (issue 35)."""
+def test_an_unknown_id_names_the_claims_parameters_or_the_closest_ids_not_the_registry():
+    """``D10`` is a claim with a parameter: the error names it, its flag and the values the
+    audit takes; an id that is no prefix lists the closest ids; neither lists the whole
+    registry (issue 35)."""
     with pytest.raises(InputError) as error:
         registry.get("d10")
-    assert str(error.value) == ("relation 'd10' is a claim registered at 3 parameter settings: "
-                                "give one of D10.e0.5, D10.e1, D10.e2")
+    assert str(error.value) == ("D10 is a claim with parameter ε (--epsilon) audited at 0.5, 1, "
+                                "2: give --epsilon X, or an instance id like D10.e0.5")
     with pytest.raises(InputError) as error:
         registry.get("C2")
     text = str(error.value)
-    assert "C2.k1.d1e-5" in text and "(6 in all" not in text and "C3" not in text
+    assert "k (--k) audited at 1, 10, 100" in text and "C2.k1.d1e-5" in text
+    assert "C3" not in text and "D6" not in text
     with pytest.raises(InputError) as error:
         registry.get("R55")
     text = str(error.value)

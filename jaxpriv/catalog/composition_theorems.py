@@ -48,10 +48,11 @@ import math
 import jax.numpy as jnp
 
 from jaxpriv.catalog import notions as catalog  # noqa: F401  (the notions the relations use)
-from jaxpriv.catalog.dp_literature import at_randomized_response, instance_id
+from jaxpriv.catalog.dp_literature import at_randomized_response
 from jaxpriv.core import composition
 from jaxpriv.core.gaussian import gaussian_eps
-from jaxpriv.registry import Relation, Sampling, Source, register
+from jaxpriv.registry import REGISTRY, Relation, Sampling, Source
+from jaxpriv.registry.claims import DELTA, EPSILON, ORDER, USES as K, Claim, register_claim, settings
 
 USES = (1, 10, 100)
 """The numbers of uses ``k`` every C-claim is registered at."""
@@ -67,11 +68,6 @@ ORDERS = (2.0, 16.0)
 CERTIFIED = "docs/certified.md#c-relations"
 
 C_RELATIONS: list[Relation] = []
-
-
-def composed_id(base: str, k: int, **values) -> str:
-    """``C2.k10.d1e-5``: the claim's id, its number of uses and its other values."""
-    return instance_id(f"{base}.k{k}", **values)
 
 
 # --------------------------------------------------------------------------------------------
@@ -155,64 +151,109 @@ BUN_STEINKE = Source("Bun, Steinke 2016 (TCC), arXiv 1605.02065",
 DRS = Source("Dong, Roth, Su 2022 (JRSS-B), arXiv 1905.02383",
              "Thm 3.5 (CLT, without its error term) and Cor. 2.13")
 
-# Binary mechanisms are where ε-LDP's worst case lives (RR_x), and a composed level's cost grows
-# like C(k + m − 1, m − 1) count vectors per pair: two outputs keep k = 100 at 101 per pair.
-_SHAPE = {1: None, 10: (3, 3), 100: (2, 2)}
-
-
 QUICK = {(10, 1e-6), (10, 1e-3), (10, 0.7)}
 """The ``(k, δ or ε')`` of the instances the quick audit of every relation takes (8 of 48; the
 others cost about 15 s each there): k = 10, δ = 1e-6, C7 at δ = 1e-3 (where its error shows)
 and C3 at ε' = 0.7."""
 
 
-def _add(**fields) -> Relation:
-    options = fields["options"]
-    at = (options["k"], options.get("delta", options.get("epsilon")))
-    relation = register(Relation(**fields, quick=at in QUICK), replace=True,
-                        check_bound=False)  # the shapes are checked by tests/test_relations.py
-    C_RELATIONS.append(relation)
-    return relation
+def _sampling(k: int) -> Sampling | None:
+    """Binary mechanisms are where ε-LDP's worst case lives (RR_x), and a composed level's cost
+    grows like C(k + m − 1, m − 1) count vectors per pair: 3×3 mechanisms up to k = 10, 2×2
+    beyond (k = 100: 101 count vectors per pair); the default shapes at k = 1."""
+    if k == 1:
+        return None
+    return Sampling(shape=(3, 3) if k <= 10 else (2, 2))
 
 
-for _k in USES:
-    _sampling = Sampling(shape=_SHAPE[_k]) if _SHAPE[_k] else None
-    for _d in DELTAS:
-        _at = {"k": _k, "delta": _d}
-        _add(id=composed_id("C1", _k, delta=_d),
-             statement=f"ε-LDP ⇒ ε_k(δ) ≤ kε at k = {_k}, δ = {_d:g}", sources=(DMNS,),
-             premise="ldp", conclusion="eps_composed", options=_at, bound=basic(_k),
-             certificate=_rr_eps(_k, _d), proof=CERTIFIED, sampling=_sampling)
-        _add(id=composed_id("C2", _k, delta=_d),
-             statement=f"ε-LDP ⇒ ε_k(δ) ≤ ε√(2k ln(1/δ)) + kε(e^ε−1) at k = {_k}, δ = {_d:g}",
-             sources=(DRV,), premise="ldp", conclusion="eps_composed", options=_at,
-             bound=advanced(_k, _d), certificate=_rr_eps(_k, _d), proof=CERTIFIED,
-             sampling=_sampling)
-        _add(id=composed_id("C4", _k, delta=_d),
-             statement=f"ε-LDP ⇒ ε_k(δ) ≤ KOV's closed form (Thm 3.4) at k = {_k}, δ = {_d:g}",
-             sources=(Source(KOV, "Thm 3.4 at δ = 0"),), premise="ldp",
-             conclusion="eps_composed", options=_at, bound=kov_closed_form(_k, _d),
-             certificate=_rr_eps(_k, _d), proof=CERTIFIED, sampling=_sampling)
-        for _a in ORDERS:
-            _add(id=composed_id("C5", _k, order=_a, delta=_d),
-                 statement=f"D_α ≤ r ⇒ ε_k(δ) ≤ kr + log(1/δ)/(α−1) at α = {_a:g}, k = {_k}, "
-                           f"δ = {_d:g}", sources=(MIRONOV,), premise="renyi",
-                 conclusion="eps_composed", options={"order": _a, **_at},
-                 bound=renyi_composed(_k, _a, _d), sampling=_sampling)
-        _add(id=composed_id("C6", _k, delta=_d),
-             statement=f"ρ-zCDP ⇒ ε_k(δ) ≤ kρ + 2√(kρ log(1/δ)) at k = {_k}, δ = {_d:g}",
-             sources=(BUN_STEINKE,), premise="zcdp", conclusion="eps_composed", options=_at,
-             bound=zcdp_composed(_k, _d), sampling=_sampling)
-    for _d in CLT_DELTAS:
-        _add(id=composed_id("C7", _k, delta=_d),
-             statement=f"ε-LDP ⇒ ε_k(δ) ≤ ε(δ) of μ-GDP, μ = 2√k sinh(ε/2) (CLT) at k = {_k}, "
-                       f"δ = {_d:g}", sources=(DRS,), premise="ldp", conclusion="eps_composed",
-             options={"k": _k, "delta": _d}, bound=clt(_k, _d), certificate=_rr_eps(_k, _d),
-             proof=CERTIFIED, sampling=_sampling)
-    for _e in EPS_PRIME:
-        _add(id=composed_id("C3", _k, epsilon=_e),
-             statement=f"ε-LDP ⇒ δ_k(ε') ≤ k-fold RR_ε's δ(ε') at k = {_k}, ε' = {_e:g}",
-             sources=(Source(KOV, "Thm 3.3"),), premise="ldp", conclusion="delta_composed",
-             options={"k": _k, "epsilon": _e},
-             bound=(lambda k, e: lambda x, *p: composition.rr_delta_composed(x, k, e))(_k, _e),
-             certificate=_rr_delta(_k, _e), proof=CERTIFIED, sampling=_sampling)
+def _relation(rid, statement, *, k, at, **fields) -> Relation:
+    return Relation(id=rid, statement=statement, conclusion=fields.pop("conclusion",
+                    "eps_composed"), sampling=_sampling(k), quick=(k, at) in QUICK, **fields)
+
+
+def _g(v) -> str:
+    return f"{v:.10g}"
+
+
+def _c1(rid, k, delta):
+    return _relation(rid, f"ε-LDP ⇒ ε_k(δ) ≤ kε at k = {k}, δ = {_g(delta)}", k=k, at=delta,
+                     sources=(DMNS,), premise="ldp", options={"k": k, "delta": delta},
+                     bound=basic(k), certificate=_rr_eps(k, delta), proof=CERTIFIED)
+
+
+def _c2(rid, k, delta):
+    return _relation(rid, f"ε-LDP ⇒ ε_k(δ) ≤ ε√(2k ln(1/δ)) + kε(e^ε−1) at k = {k}, "
+                          f"δ = {_g(delta)}", k=k, at=delta, sources=(DRV,), premise="ldp",
+                     options={"k": k, "delta": delta}, bound=advanced(k, delta),
+                     certificate=_rr_eps(k, delta), proof=CERTIFIED)
+
+
+def _c3(rid, k, epsilon):
+    return _relation(rid, f"ε-LDP ⇒ δ_k(ε') ≤ k-fold RR_ε's δ(ε') at k = {k}, "
+                          f"ε' = {_g(epsilon)}", k=k, at=epsilon,
+                     sources=(Source(KOV, "Thm 3.3"),), premise="ldp",
+                     conclusion="delta_composed", options={"k": k, "epsilon": epsilon},
+                     bound=lambda x, *p: composition.rr_delta_composed(x, k, epsilon),
+                     certificate=_rr_delta(k, epsilon), proof=CERTIFIED)
+
+
+def _c4(rid, k, delta):
+    return _relation(rid, f"ε-LDP ⇒ ε_k(δ) ≤ KOV's closed form (Thm 3.4) at k = {k}, "
+                          f"δ = {_g(delta)}", k=k, at=delta,
+                     sources=(Source(KOV, "Thm 3.4 at δ = 0"),), premise="ldp",
+                     options={"k": k, "delta": delta}, bound=kov_closed_form(k, delta),
+                     certificate=_rr_eps(k, delta), proof=CERTIFIED)
+
+
+def _c5(rid, k, order, delta):
+    return _relation(rid, f"D_α ≤ r ⇒ ε_k(δ) ≤ kr + log(1/δ)/(α−1) at α = {_g(order)}, "
+                          f"k = {k}, δ = {_g(delta)}", k=k, at=delta, sources=(MIRONOV,),
+                     premise="renyi", options={"order": order, "k": k, "delta": delta},
+                     bound=renyi_composed(k, order, delta))
+
+
+def _c6(rid, k, delta):
+    return _relation(rid, f"ρ-zCDP ⇒ ε_k(δ) ≤ kρ + 2√(kρ log(1/δ)) at k = {k}, "
+                          f"δ = {_g(delta)}", k=k, at=delta, sources=(BUN_STEINKE,),
+                     premise="zcdp", options={"k": k, "delta": delta},
+                     bound=zcdp_composed(k, delta))
+
+
+def _c7(rid, k, delta):
+    return _relation(rid, f"ε-LDP ⇒ ε_k(δ) ≤ ε(δ) of μ-GDP, μ = 2√k sinh(ε/2) (CLT) at "
+                          f"k = {k}, δ = {_g(delta)}", k=k, at=delta, sources=(DRS,),
+                     premise="ldp", options={"k": k, "delta": delta}, bound=clt(k, delta),
+                     certificate=_rr_eps(k, delta), proof=CERTIFIED)
+
+
+CLAIMS = (
+    Claim("C1", "ε-LDP ⇒ ε_k(δ) ≤ kε", (K, DELTA), _c1, settings(k=USES, delta=DELTAS)),
+    Claim("C2", "ε-LDP ⇒ ε_k(δ) ≤ ε√(2k ln(1/δ)) + kε(e^ε−1)", (K, DELTA), _c2,
+          settings(k=USES, delta=DELTAS)),
+    Claim("C4", "ε-LDP ⇒ ε_k(δ) ≤ KOV's closed form (Thm 3.4)", (K, DELTA), _c4,
+          settings(k=USES, delta=DELTAS)),
+    Claim("C5", "D_α ≤ r ⇒ ε_k(δ) ≤ kr + log(1/δ)/(α−1)", (K, ORDER, DELTA), _c5,
+          settings(k=USES, delta=DELTAS, order=ORDERS)),
+    Claim("C6", "ρ-zCDP ⇒ ε_k(δ) ≤ kρ + 2√(kρ log(1/δ))", (K, DELTA), _c6,
+          settings(k=USES, delta=DELTAS)),
+    Claim("C7", "ε-LDP ⇒ ε_k(δ) ≤ ε(δ) of μ-GDP, μ = 2√k sinh(ε/2) (CLT)", (K, DELTA), _c7,
+          settings(k=USES, delta=CLT_DELTAS)),
+    Claim("C3", "ε-LDP ⇒ δ_k(ε') ≤ k-fold RR_ε's δ(ε')", (K, EPSILON), _c3,
+          settings(k=USES, epsilon=EPS_PRIME)),
+)
+"""The composition claims, k and δ (α, ε') their parameters, with the audit's grids."""
+
+
+def _register_all() -> None:
+    for claim in CLAIMS:
+        register_claim(claim, replace=True, check_bound=False)
+    # the registry lists them by k first (as before they were claims with parameters)
+    order = sorted((values["k"], i, j, claim.instance_id(values))
+                   for i, claim in enumerate(CLAIMS) for j, values in enumerate(claim.grid))
+    for *_, rid in order:
+        relation = REGISTRY.pop(rid)
+        REGISTRY[rid] = relation
+        C_RELATIONS.append(relation)
+
+
+_register_all()

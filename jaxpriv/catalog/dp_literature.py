@@ -2,10 +2,11 @@
 D1–D16, with their certified envelopes where the envelope is known.
 
 Each claim is about a pair notion (the max over ordered pairs of rows ``P = K[d], Q = K[d']``)
-or a channel notion (:mod:`jaxpriv.core.pair_notions`). A relation with an order ``α``, a ``δ`` or an
-``ε`` is registered once per audited value, its id the claim's id and the values
-(``D5.a2``: α = 2; ``D6.a4.d1e-5``: α = 4, δ = 1e-5; ``D9.e1``: ε = 1); ``--relations D6``
-selects every instance of D6 (the ``D6.`` family), ``'D*'`` every claim here.
+or a channel notion (:mod:`jaxpriv.core.pair_notions`). A claim with an order ``α``, a ``δ`` or an
+``ε`` is a :class:`~jaxpriv.registry.claims.Claim`: its instances at the audited values are
+registered, their ids the claim's id and the values (``D5.a2``: α = 2; ``D6.a4.d1e-5``: α = 4,
+δ = 1e-5; ``D9.e1``: ε = 1), and any other value is built on demand (``D6.a3.d1e-7``);
+``--relations D6`` selects every registered instance of D6, ``'D*'`` every claim here.
 
 Certificates (proofs in ``docs/certified.md#d-relations``):
 
@@ -42,6 +43,7 @@ import jax.numpy as jnp
 from jaxpriv.catalog import notions as catalog  # noqa: F401  (the notions the relations use)
 from jaxpriv.core.gaussian import gaussian_delta
 from jaxpriv.registry import Relation, Source, register
+from jaxpriv.registry.claims import DELTA, EPSILON, ORDER, Claim, register_claim, settings
 
 ORDERS = (1.5, 2.0, 4.0, 16.0)
 """The Rényi orders α every α-claim is registered at."""
@@ -50,19 +52,6 @@ DELTAS = (1e-2, 1e-5)
 EPSILONS = (0.5, 1.0, 2.0)
 """The ε every δ(ε)-claim is registered at."""
 CERTIFIED = "docs/certified.md#d-relations"
-
-
-def instance_id(base: str, order: float | None = None, delta: float | None = None,
-                epsilon: float | None = None) -> str:
-    """``D6.a4.d1e-5``: the claim's id and the values it is registered at."""
-    parts = [base]
-    if order is not None:
-        parts.append(f"a{order:g}")
-    if delta is not None:
-        parts.append("d" + f"{delta:.0e}".replace("e-0", "e-"))
-    if epsilon is not None:
-        parts.append(f"e{epsilon:g}")
-    return ".".join(parts)
 
 
 # --------------------------------------------------------------------------------------------
@@ -229,6 +218,19 @@ def _add(**fields) -> Relation:
     return relation
 
 
+def _claim(claim: Claim) -> Claim:
+    """Register a claim with parameters; its grid's instances join :data:`D_RELATIONS`."""
+    register_claim(claim, replace=True, check_bound=False)
+    from jaxpriv.registry import REGISTRY
+
+    D_RELATIONS.extend(REGISTRY[claim.instance_id(values)] for values in claim.grid)
+    return claim
+
+
+def _g(v) -> str:
+    return f"{v:.10g}"
+
+
 _add(id="D1", statement="ε-LDP ⇒ TV ≤ (e^ε−1)/(e^ε+1)", sources=(KOV,),
      premise="ldp", conclusion="tv", bound=lambda x, *p: jnp.tanh(x / 2.0),
      certificate=ldp_envelope("ldp", "tv"), proof=CERTIFIED)
@@ -244,65 +246,96 @@ _add(id="D4", statement="ε-LDP ⇒ ρ-zCDP with ρ = ε·tanh(ε/2)",
      sources=(Source(STEINKE, "Thm 5"),),
      premise="ldp", conclusion="zcdp", bound=lambda x, *p: x * jnp.tanh(x / 2.0),
      certificate=ldp_envelope("ldp", "zcdp"), proof=CERTIFIED)
-for _a in ORDERS:
-    _add(id=instance_id("D5", order=_a),
-         statement=f"ε-LDP ⇒ D_α ≤ (α−1)⁻¹ log((e^{{αε}}+e^{{(1−α)ε}})/(1+e^ε)) at α = {_a:g}",
-         sources=(Source(STEINKE, "Thm 4"),), premise="ldp", conclusion="renyi",
-         options={"order": _a}, bound=_d5_bound(_a),
-         certificate=ldp_envelope("ldp", "renyi", {"order": _a}), proof=CERTIFIED)
-for _a in ORDERS:
-    for _d in DELTAS:
-        _add(id=instance_id("D6", order=_a, delta=_d),
-             statement=f"D_α ≤ r ⇒ ε(δ) ≤ r + log(1/δ)/(α−1) at α = {_a:g}, δ = {_d:g}",
-             sources=(Source("Mironov 2017 (CSF), arXiv 1702.07476", "Prop. 3"),),
-             premise="renyi", conclusion="eps_at_delta", options={"order": _a, "delta": _d},
-             bound=(lambda a, d: lambda x, *p: x + math.log(1.0 / d) / (a - 1.0))(_a, _d))
-for _a in ORDERS:
-    for _d in DELTAS:
-        _add(id=instance_id("D7", order=_a, delta=_d),
-             statement=f"D_α ≤ r ⇒ ε(δ) ≤ r + log(1−1/α) − (log δ + log α)/(α−1) at α = {_a:g}, "
-                       f"δ = {_d:g}",
-             sources=(Source("Balle, Barthe, Gaboardi, Hsu, Sato 2020 (AISTATS), arXiv "
-                             "1905.09982", "Thm 21"),
-                      Source("Canonne, Kamath, Steinke 2020 (NeurIPS), arXiv 2004.00010",
-                             "Prop. 12")),
-             premise="renyi", conclusion="eps_at_delta", options={"order": _a, "delta": _d},
-             bound=(lambda a, d: lambda x, *p: x + math.log1p(-1.0 / a) - (
-                 math.log(d) + math.log(a)) / (a - 1.0))(_a, _d))
-for _d in DELTAS:
-    _add(id=instance_id("D8", delta=_d),
-         statement=f"ρ-zCDP ⇒ ε(δ) ≤ ρ + 2·sqrt(ρ log(1/δ)) at δ = {_d:g}",
-         sources=(Source("Bun, Steinke 2016 (TCC), arXiv 1605.02065", "Prop. 1.3"),),
-         premise="zcdp", conclusion="eps_at_delta", options={"delta": _d},
-         bound=(lambda d: lambda x, *p: x + 2.0 * jnp.sqrt(x * math.log(1.0 / d)))(_d))
-for _e in EPSILONS:
-    _add(id=instance_id("D9", epsilon=_e),
-         statement=f"ρ-zCDP ⇒ δ(ε) ≤ inf_α e^{{(α−1)(αρ−ε)}}(1−1/α)^α/(α−1) at ε = {_e:g}",
-         sources=(Source("Canonne, Kamath, Steinke 2020 (NeurIPS), arXiv 2004.00010",
-                         "Cor. 13"),),
-         premise="zcdp", conclusion="delta", options={"epsilon": _e}, bound=_d9_bound(_e))
-for _e in EPSILONS:
-    _bound10 = _d10_bound(_e)
-    _add(id=instance_id("D10", epsilon=_e),
-         statement=f"μ-GDP ⇒ δ(ε) ≤ Φ(−ε/μ+μ/2) − e^ε Φ(−ε/μ−μ/2) at ε = {_e:g}",
-         sources=(Source("Dong, Roth, Su 2022 (JRSS-B), arXiv 1905.02383",
-                         "Cor. 2.13 (Cor. 1 in the journal version)"),),
-         premise="gdp", conclusion="delta", options={"epsilon": _e}, bound=_bound10,
-         certificate=_bound_is_envelope(_bound10), proof=CERTIFIED)
+MIRONOV = Source("Mironov 2017 (CSF), arXiv 1702.07476", "Prop. 3")
+BBGHS = (Source("Balle, Barthe, Gaboardi, Hsu, Sato 2020 (AISTATS), arXiv 1905.09982", "Thm 21"),
+         Source("Canonne, Kamath, Steinke 2020 (NeurIPS), arXiv 2004.00010", "Prop. 12"))
+
+
+def _d5(rid, order):
+    return Relation(
+        id=rid, statement=f"ε-LDP ⇒ D_α ≤ (α−1)⁻¹ log((e^{{αε}}+e^{{(1−α)ε}})/(1+e^ε)) at "
+                          f"α = {_g(order)}",
+        sources=(Source(STEINKE, "Thm 4"),), premise="ldp", conclusion="renyi",
+        options={"order": order}, bound=_d5_bound(order),
+        certificate=ldp_envelope("ldp", "renyi", {"order": order}), proof=CERTIFIED)
+
+
+def _d6(rid, order, delta):
+    shift = math.log(1.0 / delta) / (order - 1.0)
+    return Relation(
+        id=rid, statement=f"D_α ≤ r ⇒ ε(δ) ≤ r + log(1/δ)/(α−1) at α = {_g(order)}, "
+                          f"δ = {_g(delta)}",
+        sources=(MIRONOV,), premise="renyi", conclusion="eps_at_delta",
+        options={"order": order, "delta": delta}, bound=lambda x, *p: x + shift)
+
+
+def _d7(rid, order, delta):
+    shift = math.log1p(-1.0 / order) - (math.log(delta) + math.log(order)) / (order - 1.0)
+    return Relation(
+        id=rid, statement=f"D_α ≤ r ⇒ ε(δ) ≤ r + log(1−1/α) − (log δ + log α)/(α−1) at "
+                          f"α = {_g(order)}, δ = {_g(delta)}",
+        sources=BBGHS, premise="renyi", conclusion="eps_at_delta",
+        options={"order": order, "delta": delta}, bound=lambda x, *p: x + shift)
+
+
+def _d8(rid, delta):
+    log_inv = math.log(1.0 / delta)
+    return Relation(
+        id=rid, statement=f"ρ-zCDP ⇒ ε(δ) ≤ ρ + 2·sqrt(ρ log(1/δ)) at δ = {_g(delta)}",
+        sources=(Source("Bun, Steinke 2016 (TCC), arXiv 1605.02065", "Prop. 1.3"),),
+        premise="zcdp", conclusion="eps_at_delta", options={"delta": delta},
+        bound=lambda x, *p: x + 2.0 * jnp.sqrt(x * log_inv))
+
+
+def _d9(rid, epsilon):
+    return Relation(
+        id=rid, statement=f"ρ-zCDP ⇒ δ(ε) ≤ inf_α e^{{(α−1)(αρ−ε)}}(1−1/α)^α/(α−1) at "
+                          f"ε = {_g(epsilon)}",
+        sources=(Source("Canonne, Kamath, Steinke 2020 (NeurIPS), arXiv 2004.00010",
+                        "Cor. 13"),),
+        premise="zcdp", conclusion="delta", options={"epsilon": epsilon},
+        bound=_d9_bound(epsilon))
+
+
+def _d10(rid, epsilon):
+    bound = _d10_bound(epsilon)
+    return Relation(
+        id=rid, statement=f"μ-GDP ⇒ δ(ε) ≤ Φ(−ε/μ+μ/2) − e^ε Φ(−ε/μ−μ/2) at ε = {_g(epsilon)}",
+        sources=(Source("Dong, Roth, Su 2022 (JRSS-B), arXiv 1905.02383",
+                        "Cor. 2.13 (Cor. 1 in the journal version)"),),
+        premise="gdp", conclusion="delta", options={"epsilon": epsilon}, bound=bound,
+        certificate=_bound_is_envelope(bound), proof=CERTIFIED)
+
+
+def _d13(rid, delta):
+    # (e^ε − 1 + 2δ)/(e^ε + 1) = tanh(ε/2) + 2δ/(1 + e^ε): no ∞/∞ at ε ≥ 710 (the limit 1)
+    def bound(x, *p):
+        return jnp.tanh(0.5 * x) + 2.0 * delta * jnp.exp(-jnp.logaddexp(0.0, x))
+    return Relation(
+        id=rid, statement=f"(ε, δ)-DP ⇒ TV ≤ (e^ε − 1 + 2δ)/(e^ε + 1) at δ = {_g(delta)}",
+        sources=(KOV,), premise="eps_at_delta", conclusion="tv", options={"delta": delta},
+        bound=bound, certificate=_bound_is_envelope(bound), proof=CERTIFIED)
+
+
+_claim(Claim("D5", "ε-LDP ⇒ D_α ≤ (α−1)⁻¹ log((e^{αε}+e^{(1−α)ε})/(1+e^ε))", (ORDER,), _d5,
+             settings(order=ORDERS)))
+_claim(Claim("D6", "D_α ≤ r ⇒ ε(δ) ≤ r + log(1/δ)/(α−1)", (ORDER, DELTA), _d6,
+             settings(order=ORDERS, delta=DELTAS)))
+_claim(Claim("D7", "D_α ≤ r ⇒ ε(δ) ≤ r + log(1−1/α) − (log δ + log α)/(α−1)", (ORDER, DELTA),
+             _d7, settings(order=ORDERS, delta=DELTAS)))
+_claim(Claim("D8", "ρ-zCDP ⇒ ε(δ) ≤ ρ + 2·sqrt(ρ log(1/δ))", (DELTA,), _d8, settings(delta=DELTAS)))
+_claim(Claim("D9", "ρ-zCDP ⇒ δ(ε) ≤ inf_α e^{(α−1)(αρ−ε)}(1−1/α)^α/(α−1)", (EPSILON,), _d9,
+             settings(epsilon=EPSILONS)))
+_claim(Claim("D10", "μ-GDP ⇒ δ(ε) ≤ Φ(−ε/μ+μ/2) − e^ε Φ(−ε/μ−μ/2)", (EPSILON,), _d10,
+             settings(epsilon=EPSILONS)))
 _add(id="D11", statement="KL ≤ x ⇒ TV ≤ sqrt(x/2) (Pinsker)",
      sources=(Source("Pinsker 1964; Csiszár 1967"),), premise="kl", conclusion="tv",
      bound=lambda x, *p: jnp.sqrt(0.5 * x))
 _add(id="D12", statement="KL ≤ x ⇒ TV ≤ sqrt(1 − e^{−x}) (Bretagnolle–Huber)",
      sources=(Source("Bretagnolle, Huber 1979 (Z. Wahrsch.)"),), premise="kl", conclusion="tv",
      bound=lambda x, *p: jnp.sqrt(-jnp.expm1(-x)))
-for _d in DELTAS:
-    # (e^ε − 1 + 2δ)/(e^ε + 1) = tanh(ε/2) + 2δ/(1 + e^ε): no ∞/∞ at ε ≥ 710 (the limit 1)
-    _bound13 = (lambda d: lambda x, *p: jnp.tanh(0.5 * x)
-                + 2.0 * d * jnp.exp(-jnp.logaddexp(0.0, x)))(_d)
-    _add(id=instance_id("D13", delta=_d),
-         statement=f"(ε, δ)-DP ⇒ TV ≤ (e^ε − 1 + 2δ)/(e^ε + 1) at δ = {_d:g}", sources=(KOV,),
-         premise="eps_at_delta", conclusion="tv", options={"delta": _d}, bound=_bound13,
-         certificate=_bound_is_envelope(_bound13), proof=CERTIFIED)
+_claim(Claim("D13", "(ε, δ)-DP ⇒ TV ≤ (e^ε − 1 + 2δ)/(e^ε + 1)", (DELTA,), _d13,
+             settings(delta=DELTAS)))
 _add(id="D14", statement="ε-LDP ⇒ maximal leakage ≤ ε", sources=(Source(IWK),),
      premise="ldp", conclusion="max_leakage", bound=lambda x, *p: x,
      certificate=_leakage_of_ldp, proof=CERTIFIED)

@@ -168,10 +168,17 @@ def _check(args) -> int:
     from jaxpriv import registry
     from jaxpriv.engines import io
 
-    relation = registry.get(args.relation)
-    if relation.kind == "statistical":
-        return _check_statistical(relation, args)
-    mech, extras = io.load_mechanism(args.file)
+    claimed = {"order": args.alpha, "delta": args.delta, "epsilon": args.epsilon, "k": args.k}
+    alpha_is_order = registry.claim_of(args.relation) is not None  # else R6's PAC accuracy
+    if registry.claim_of(args.relation) is None:
+        relation = registry.get(args.relation)
+        _no_claim_parameters(relation, args)
+        if relation.kind == "statistical":
+            return _check_statistical(relation, args)
+        mech, extras = io.load_mechanism(args.file)
+    else:
+        mech, extras = io.load_mechanism(args.file)
+        relation = registry.resolve(args.relation, claimed, fallback=extras)
     if extras.get("relation") not in (None, relation.id):
         print(f"jaxpriv: note: the file is a witness for {extras['relation']}, "
               f"checking {relation.id}", file=sys.stderr)
@@ -179,13 +186,40 @@ def _check(args) -> int:
 
     with io.about(args.file):
         parameter, options = certify.witness_check_arguments(extras, relation)
+        for key, fixed in relation.values.items():  # the claim's setting, not the file's
+            if options.get(key) is not None and float(options[key]) != fixed:
+                print(f"jaxpriv: note: the file sets {key} = {options[key]!r}; checking "
+                      f"{relation.id} at {key} = {fixed:g}", file=sys.stderr)
+            options.pop(key, None)
         for key in ("law", "mu", "alpha", "d_true"):
-            if getattr(args, key) is not None:
+            if getattr(args, key) is not None and not (key == "alpha" and alpha_is_order):
                 options[key] = getattr(args, key)
         if args.parameter is not None:
             parameter = args.parameter
         result = relation.check(mech, parameter=parameter, **options)
     return _report_check(relation, result, args.json)
+
+
+def _no_claim_parameters(relation, args) -> None:
+    """A relation without claim parameters given one: one line naming the claims that have it."""
+    from jaxpriv import registry
+
+    for name, flag in (("delta", "--delta"), ("epsilon", "--epsilon"), ("k", "--k"),
+                       ("order", "--alpha")):
+        value = getattr(args, "alpha" if name == "order" else name)
+        if value is None or (name == "order" and "alpha" in _relation_fields(relation)):
+            continue
+        having = [c.id for c in registry.CLAIMS.values()
+                  if any(p.name == name for p in c.parameters)]
+        raise InputError(f"{relation.id} has no parameter {flag}; the claims with it: "
+                         f"{', '.join(having)}")
+
+
+def _relation_fields(relation) -> frozenset:
+    """The option names a relation's check takes (``alpha`` for R6's PAC accuracy)."""
+    if relation.kind == "statistical":
+        return frozenset(relation.fields)
+    return relation.notion_params
 
 
 def _check_statistical(relation, args) -> int:
@@ -293,22 +327,45 @@ def _show_composition(args, given: dict) -> int:
 
 
 def _relations(args) -> int:
+    """Every relation; a claim with parameters once, with its parameters and the values the
+    audit takes (``--json``: one row per registered instance, with its claim and values)."""
     from jaxpriv import registry
+
+    def claim_fields(r):
+        claim = registry.CLAIMS.get(getattr(r, "claim", None) or "")
+        if claim is None:
+            return {"claim": None, "values": {}, "parameters": []}
+        return {"claim": claim.id, "values": dict(r.values),
+                "parameters": [{"name": p.name, "symbol": p.symbol, "flag": p.flag,
+                                "audited_at": claim.audited_at(p)} for p in claim.parameters]}
 
     rows = [{"id": r.id, "kind": r.kind, "statement": r.statement,
              "sources": [str(s) for s in r.sources], "premise": r.premise,
              "conclusion": r.conclusion, "condition": r.condition,
              "certified": getattr(r, "certificate", None) is not None,
-             "proof": getattr(r, "proof", "")}
+             "proof": getattr(r, "proof", ""), **claim_fields(r)}
             for r in registry.REGISTRY.values()]
     if args.json:
         print(json.dumps(rows))
         return 0
-    width = max(len(row["id"]) for row in rows)
-    for row in rows:
+    shown, listed = set(), []
+    for row in rows:  # a claim once, where its first instance is
+        if row["claim"] is None:
+            listed.append(row)
+        elif row["claim"] not in shown:
+            shown.add(row["claim"])
+            claim = registry.CLAIMS[row["claim"]]
+            listed.append({**row, "id": claim.id, "statement": claim.statement,
+                           "condition": f"{row['condition']}; {claim.described()}"
+                           if row["condition"] != "—" else claim.described()})
+    width = max(len(row["id"]) for row in listed)
+    for row in listed:
         print(f"{row['id']:<{width}} {row['statement']}")
-        print(f"{'':<{width}} condition: {row['condition']}; sources: "
-              f"{', '.join(row['sources']) or '—'}")
+        print(f"{'':<{width}} {'condition: ' if row['claim'] is None else ''}{row['condition']}; "
+              f"sources: {', '.join(row['sources']) or '—'}")
+    if shown:
+        print(f"\n{len(shown)} claims with parameters: check one anywhere with its flags "
+              "(jaxpriv check D6 FILE --alpha 3 --delta 1e-7) or an instance id (D6.a3.d1e-7)")
     return 0
 
 

@@ -94,9 +94,17 @@ def _check_parser(sub) -> None:
     p.add_argument("--parameter", type=_not_nan, default=None,
                    help="condition parameter the bound is claimed at (ε for R3-R5, β for R6); "
                         "default: the file's 'eps'/'beta', else the measured value")
+    claim = p.add_argument_group(
+        "claim parameters", "a claim with parameters (D5-D10, D13, C1-C7; 'jaxpriv relations' "
+        "lists them) is checked at any value: 'jaxpriv check D6 FILE --alpha 3 --delta 1e-7'. "
+        "Default: the id's values (D6.a4.d1e-5), else the file's")
+    claim.add_argument("--alpha", type=_finite, default=None,
+                       help="Rényi order α (D5-D7, C5); for R6, the PAC accuracy α")
+    claim.add_argument("--delta", type=_not_nan, default=None, help="δ (D6-D8, D13, C1-C2, C4-C7)")
+    claim.add_argument("--epsilon", type=_not_nan, default=None, help="ε (D9, D10; ε' of C3)")
+    claim.add_argument("--k", type=_not_nan, default=None, help="number of uses k (C1-C7)")
     p.add_argument("--law", default=None, help="ABP observation law: record (default) or output")
     p.add_argument("--mu", type=_finite, default=None, help="PAC statistic μ (R6)")
-    p.add_argument("--alpha", type=_finite, default=None, help="PAC accuracy α (R6)")
     p.add_argument("--d-true", type=int, default=None, help="the true secret (R6)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 

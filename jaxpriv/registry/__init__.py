@@ -51,6 +51,8 @@ from jaxpriv.registry.relations import Relation, StatisticalRelation
 from jaxpriv.registry.store import (NOTIONS, OPTIONAL, REGISTRY, get, notion, register, select,
                                     unregister)
 from jaxpriv.registry.checks import check, evaluate, level, slack
+from jaxpriv.registry.claims import (CLAIMS, Claim, ClaimParameter, claim_of, register_claim,
+                                     resolve, settings)
 from jaxpriv.registry.plugins import (LOADED_PLUGINS, PLUGIN_GROUP, load_plugin, load_plugins,
                                       plugin_error)
 
@@ -60,5 +62,6 @@ __all__ = [
     "Relation", "StatisticalRelation",
     "NOTIONS", "OPTIONAL", "REGISTRY", "get", "notion", "register", "select", "unregister",
     "check", "evaluate", "level", "slack",
+    "CLAIMS", "Claim", "ClaimParameter", "claim_of", "register_claim", "resolve", "settings",
     "LOADED_PLUGINS", "PLUGIN_GROUP", "load_plugin", "load_plugins", "plugin_error",
 ]

@@ -62,6 +62,10 @@ class Relation:
       quick: whether the quick audit of every relation takes it (a claim registered at many
         parameter values keeps a few there; the standard and full audits, and any selection
         that names it, take every instance).
+      claim, values: the :class:`~jaxpriv.registry.claims.Claim` this relation is an instance of
+        (its id) and the values of the claim's parameters here (``None`` and ``{}`` for a claim
+        without parameters); set by the claim. The values are notion options the check holds
+        fixed: a file that sets one otherwise is refused, not mixed in.
     """
 
     id: str
@@ -83,6 +87,8 @@ class Relation:
     proof: str = ""
     ratio_label: str = ""
     quick: bool = True
+    claim: str | None = None
+    values: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     kind: ClassVar[str] = "mechanism"
 
@@ -98,6 +104,7 @@ class Relation:
             raise InputError(f"{what}: certificate must be a function or None")
         object.__setattr__(self, "sources", _sources(self.sources, what))
         object.__setattr__(self, "options", dict(self.options))
+        object.__setattr__(self, "values", dict(self.values))
         if not isinstance(self.sampling, (Sampling, type(None))) or not isinstance(
                 self.search, (SearchHints, type(None))):
             raise InputError(f"{what}: sampling must be a Sampling and search a SearchHints")
@@ -127,8 +134,21 @@ class Relation:
         here override them; one given as ``None`` — a file that does not set it — keeps the
         relation's); see :func:`jaxpriv.registry.check`."""
         given = {key: value for key, value in options.items() if value is not None}
+        for key, fixed in self.values.items():
+            if key in given and not _same(given[key], fixed):
+                raise InputError(
+                    f"{self.id} is {self.claim} at {key} = {fixed:g}, but {key} = {given[key]!r} "
+                    f"was given (a file's field?): check {self.claim} at that value instead "
+                    f"(jaxpriv check {self.claim} FILE with the parameter's flag)")
         return _registry().check(self, mech, parameter=parameter, rtol=rtol, atol=atol,
                                  **{**self.options, **given})
+
+
+def _same(given: Any, fixed: Any) -> bool:
+    try:
+        return float(given) == float(fixed)
+    except (TypeError, ValueError):
+        return False
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

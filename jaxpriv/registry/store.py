@@ -16,6 +16,8 @@ NOTIONS: dict[str, Notion] = {}
 """Every registered notion by key."""
 REGISTRY: dict[str, Relation | StatisticalRelation] = {}
 """Every registered relation by id."""
+CLAIMS: dict = {}
+"""Every registered claim with parameters by id (:class:`jaxpriv.registry.claims.Claim`)."""
 OPTIONAL: dict[str, str] = {}
 """Id prefixes of relations registered only when an optional package is installed, and what to
 install (named when a selection finds none of them)."""
@@ -83,13 +85,34 @@ def _lookup_key(name: str) -> str:
 
 
 def get(relation_id: str):
-    """The registered relation with this id (case-insensitive), or an InputError naming the ids."""
+    """The registered relation with this id (case-insensitive); a claim's instance at any
+    setting (``D6.a3.d1e-7``, built on demand: :mod:`jaxpriv.registry.claims`); else an
+    InputError naming the closest ids (or, for a claim's own id, its parameters)."""
     key = _lookup_key(str(relation_id))
     for rid, relation in REGISTRY.items():
         if _lookup_key(rid) == key:
             return relation
+    found = claim_of(str(relation_id))
+    if found is not None:  # a claim's instance at a setting off the audit's grid, or the claim
+        claim, values = found
+        if values:
+            return claim.instance(**values)
+        raise InputError(claim.needs(claim.parameters))
     hint = _optional_hint(str(relation_id))
     raise InputError(hint or _unknown_relation(str(relation_id)))
+
+
+def claim_of(relation_id: str) -> tuple | None:
+    """``(claim, values)`` for a claim's id (``{}``) or an instance id of it; ``None`` else."""
+    key = str(relation_id).strip().upper()
+    for claim in CLAIMS.values():
+        if key == claim.id.upper():
+            return claim, {}
+        if key.startswith(claim.id.upper() + "."):
+            values = claim.parse(str(relation_id))
+            if values is not None:
+                return claim, values
+    return None
 
 
 def _unknown_relation(relation_id: str, shown: int = 8) -> str:
