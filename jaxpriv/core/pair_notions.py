@@ -89,9 +89,37 @@ def max_over_pairs(values: Float[Array, "*b n n"], mask) -> Float[Array, "*b"]:
     return jnp.max(jnp.where(jnp.asarray(mask), values, 0.0), axis=(-2, -1))
 
 
-def _pair_level(pair_fn, log_K, neighbours=None, **kwargs):
-    log_P, log_Q = split_pairs(log_K)
-    return max_over_pairs(pair_fn(log_P, log_Q, **kwargs), pair_mask(log_K.shape[-2], neighbours))
+PAIR_BLOCK_ELEMENTS = 1 << 22
+"""Entries of ``pairs × outputs × cost`` one block of a pair level holds (32 MB a float64
+array): a level over more pairs runs over blocks of rows ``d`` in sequence (``lax.map``), so a
+300×300 mechanism's levels need no more than a few hundred MB whatever the notion (the pairs ×
+outputs table alone is 215 MB there, and zCDP's grid of orders multiplies it by 48)."""
+
+
+def _pair_level(pair_fn, log_K, neighbours=None, *, cost: int = 1, **kwargs):
+    """The max over counted pairs of ``pair_fn(log P, log Q, **kwargs)``; ``cost``: arrays of
+    the pairs × outputs shape ``pair_fn`` holds at once per entry (zCDP's grid of orders)."""
+    n, m = log_K.shape[-2:]
+    mask = pair_mask(n, neighbours)
+    batch = math.prod(log_K.shape[:-2])
+    rows = max(1, PAIR_BLOCK_ELEMENTS // max(1, batch * n * m * cost))
+    if rows >= n:
+        log_P, log_Q = split_pairs(log_K)
+        return max_over_pairs(pair_fn(log_P, log_Q, **kwargs), mask)
+    blocks = -(-n // rows)
+    ids = np.arange(blocks * rows) % n  # the last block's extra rows repeat, counted nowhere
+    counted = np.concatenate([mask, np.zeros((blocks * rows - n, n), bool)])
+    shape = (*log_K.shape[:-2], rows, n, m)
+
+    def block(args):
+        rows_of_p, counted_here = args
+        log_P = jnp.broadcast_to(jnp.take(log_K, rows_of_p, axis=-2)[..., :, None, :], shape)
+        log_Q = jnp.broadcast_to(log_K[..., None, :, :], shape)
+        return max_over_pairs(pair_fn(log_P, log_Q, **kwargs), counted_here)
+
+    per_block = jax.lax.map(block, (jnp.asarray(ids.reshape(blocks, rows)),
+                                    jnp.asarray(counted.reshape(blocks, rows, n))))
+    return jnp.max(per_block, axis=0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -271,6 +299,14 @@ def zcdp_pair(log_P, log_Q):
     return jnp.where(infinite, jnp.inf, jnp.where(kl > 0, value, 0.0))
 
 
+def _sorted_by(key, *values):
+    """``key`` ascending along the last axis and ``values`` in its order: one sort of all of
+    them together (no index gather; ties in any order, which no prefix sum here depends on at
+    the prefixes that count: equal keys give equal candidates)."""
+    key, *values = jnp.broadcast_arrays(key, *values)
+    return jax.lax.sort((key, *values), dimension=key.ndim - 1, num_keys=1, is_stable=False)
+
+
 def eps_at_delta_pair(log_P, log_Q, delta):
     """The least ``ε ≥ 0`` with ``δ(ε) ≤ δ``, exactly: ``δ(ε) = max_k (A_k − e^ε B_k)`` over the
     top-``k`` sums ``A_k, B_k`` of ``P, Q`` with outputs sorted by ``log(P/Q)`` descending (the
@@ -280,9 +316,7 @@ def eps_at_delta_pair(log_P, log_Q, delta):
     L, both = _log_ratio(log_P, log_Q)
     has_p = log_P > NEG_INF
     key = jnp.where(both, L, jnp.where(has_p, jnp.inf, NEG_INF))
-    order = jnp.argsort(-key, axis=-1)
-    P = jnp.take_along_axis(jnp.exp(log_P), order, axis=-1)
-    Q = jnp.take_along_axis(jnp.exp(log_Q), order, axis=-1)
+    _, P, Q = _sorted_by(-key, jnp.exp(log_P), jnp.exp(log_Q))
     A = jnp.cumsum(P, axis=-1)
     B = jnp.cumsum(Q, axis=-1)
     over = A > delta
@@ -316,9 +350,7 @@ def gdp_pair(log_P, log_Q):
     L, both = _log_ratio(log_Q, log_P)  # log(Q/P): ascending in P/Q
     has_q = log_Q > NEG_INF
     key = jnp.where(both, L, jnp.where(has_q, jnp.inf, NEG_INF))
-    order = jnp.argsort(-key, axis=-1)
-    P = jnp.take_along_axis(jnp.exp(log_P), order, axis=-1)
-    Q = jnp.take_along_axis(jnp.exp(log_Q), order, axis=-1)
+    _, P, Q = _sorted_by(-key, jnp.exp(log_P), jnp.exp(log_Q))
     P_in, Q_in = jnp.cumsum(P, axis=-1), jnp.cumsum(Q, axis=-1)
     P_out, Q_out = _suffix_after(P), _suffix_after(Q)  # Σ_{j>k}, summed, not subtracted
     skip = ((P_in <= 0) & (Q_in <= 0)) | ((P_out <= 0) & (Q_out <= 0))
@@ -368,25 +400,12 @@ def renyi(mech: Mechanism, order=2.0, neighbours=None) -> Float[Array, "*b"]:
     return _pair_level(renyi_pair, mech.log_K, neighbours, order=_order(order))
 
 
-def zcdp(mech: Mechanism, neighbours=None) -> Float[Array, "*b"]:
-    """zCDP level ``ρ = sup_α D_α/α``, max over ordered pairs (SPEC §5)."""
-    return _pair_level(zcdp_pair, mech.log_K, neighbours)
-
-
 def delta(mech: Mechanism, epsilon=1.0, neighbours=None) -> Float[Array, "*b"]:
     """Privacy profile ``δ(ε)`` (hockey-stick divergence), max over ordered pairs (SPEC §5)."""
     value = _number("delta", "epsilon", epsilon)
     if value < 0:
         raise InputError(f"notion 'delta': 'epsilon' must be ≥ 0, got {epsilon!r}")
     return _pair_level(hockey_stick_pair, mech.log_K, neighbours, epsilon=value)
-
-
-def eps_at_delta(mech: Mechanism, delta=1e-5, neighbours=None) -> Float[Array, "*b"]:
-    """The least ``ε ≥ 0`` with ``δ(ε) ≤ δ``, max over ordered pairs (SPEC §5)."""
-    value = _number("eps_at_delta", "delta", delta)
-    if not 0.0 < value < 1.0:
-        raise InputError(f"notion 'eps_at_delta': 'delta' must be in (0, 1), got {delta!r}")
-    return _pair_level(eps_at_delta_pair, mech.log_K, neighbours, delta=value)
 
 
 def gdp(mech: Mechanism, neighbours=None) -> Float[Array, "*b"]:
