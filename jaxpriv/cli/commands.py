@@ -27,9 +27,17 @@ def _eval(args) -> int:
     from jaxpriv.engines import io
 
     mech, extras = io.load_mechanism(args.file)
+    # a bar over the notions where they take a while (300×300: ~30 s on 2 cores; a terminal)
+    bar = None
+    if sys.stderr.isatty() and mech.n * mech.n * mech.m >= 1 << 22:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(unit="notion", desc="eval", file=sys.stderr, leave=False)
     with jax.enable_x64(True), io.about(args.file):
         result: dict[str, Any] = {"n": mech.n, "m": mech.m}
-        result.update(evaluate_notions(mech, extras))
+        result.update(evaluate_notions(mech, extras, bar))
+    if bar is not None:
+        bar.close()
     if args.json:
         print(json.dumps(result))
     else:
@@ -102,18 +110,23 @@ def format_value(value: float) -> str:
     return "inf" if math.isinf(value) else f"{value:.10g}"
 
 
-def evaluate_notions(mech, extras: dict[str, Any]) -> dict[str, Any]:
+def evaluate_notions(mech, extras: dict[str, Any], bar=None) -> dict[str, Any]:
     """Every registered notion's level on ``mech`` (float64) at its default parameters (the
     file's values for parameters without a default), and its details at the file's parameters:
     notions that need what the file lacks (a records layout, output values, a required
-    parameter) are left out."""
+    parameter) are left out. ``bar``: a tqdm bar advanced per notion (its total set here)."""
     from jaxpriv import registry
 
     mech = mech.astype(np.float64)
     result: dict[str, Any] = {}
-    for key, notion in registry.NOTIONS.items():
-        if not notion.show or (notion.needs_records and mech.records is None):
-            continue
+    shown = [(key, notion) for key, notion in registry.NOTIONS.items()
+             if notion.show and not (notion.needs_records and mech.records is None)]
+    if bar is not None:
+        bar.reset(total=len(shown))
+    for key, notion in shown:
+        if bar is not None:
+            bar.set_postfix_str(key)
+            bar.update(0)
         given = {name: notion.checked(name, extras[name]) for name in notion.params
                  if extras.get(name) is not None}
         required = {name: value for name, value in given.items()
@@ -127,6 +140,8 @@ def evaluate_notions(mech, extras: dict[str, Any]) -> dict[str, Any]:
                 result.update({k: _plain(v) for k, v in notion.details(mech, **given).items()})
             except InputError:
                 pass
+        if bar is not None:
+            bar.update(1)
     return result
 
 

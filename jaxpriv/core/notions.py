@@ -204,7 +204,8 @@ def _batched_inner(a: Float[Array, "*b l w"], b: Float[Array, "*b d w"]) -> Floa
     up to ``d·w = 32`` a broadcast multiply-and-sum is ~2× faster; at n = m = 8 the dot wins."""
     if b.shape[-2] * b.shape[-1] <= _SMALL_INNER:
         return jnp.sum(a[..., :, None, :] * b[..., None, :, :], axis=-1)
-    return jnp.einsum("...lw,...dw->...ld", a, b)
+    # precision HIGHEST: full float32 on GPUs too (XLA's default there is TF32, ~3 digits)
+    return jnp.einsum("...lw,...dw->...ld", a, b, precision=jax.lax.Precision.HIGHEST)
 
 
 def _abp_from_difference(difference, log_belief):

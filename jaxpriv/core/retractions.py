@@ -88,7 +88,8 @@ def ldp_keep(mech: Mechanism, x, temperature=None):
 def mbp_keep(mech: Mechanism, x, temperature=None):
     """Closed form for the MBP level: ``K[d,w]/p(w) ∈ [e^{−x}, e^x]`` for every entry."""
     K = jnp.exp(mech.log_K)
-    p = jnp.exp(mech.log_prior) @ K
+    # full float32 on GPUs too (XLA's default there is TF32: ~3 digits), the prior's marginal
+    p = jnp.matmul(jnp.exp(mech.log_prior), K, precision=jax.lax.Precision.HIGHEST)
     E = jnp.exp(x)
     floor = jnp.expm1(x) / K.shape[-1]
     keep = jnp.minimum(log_keep_for(K, p[None, :], E, floor), log_keep_for(p[None, :], K, E,
