@@ -165,3 +165,30 @@ def test_a_bound_approached_only_at_an_extreme_says_so(tmp_path, rows, label):
     finally:
         registry.unregister("LIMIT1")
     assert v.verdict == label
+
+
+def test_a_certificate_that_depends_on_n_is_taken_at_every_n_drawn(tmp_path):
+    """Issue 35: D14's envelope ``log(n e^x/(e^x + n − 1))`` grows with n, so its least slack
+    (→ n/(n − 1) as x → 0) is lower at the sweep's n = 4 (4/3) than at the quick search's n = 3
+    (3/2). The certified least slack is the lower: the audited region holds both."""
+    import json
+
+    from jaxpriv import audit
+    from jaxpriv.audit.verdict import drawn_ns
+
+    def envelope(x, n):
+        return x - math.log1p(math.expm1(x) / n)
+
+    _runs(tmp_path, "D14", [(0.5, envelope(0.5, 3), 0.5), (2.0, envelope(2.0, 3), 2.0)])
+    summary = tmp_path / "D14" / "sweep" / "summary.json"
+    data = json.loads(summary.read_text())
+    summary.write_text(json.dumps({**data, "config": {"n": 4, "r": 0}}))
+    config = _config("D14")
+    assert config.n == 3 and drawn_ns(config, {**data, "config": {"n": 4}}) == [3, 4]
+    v = audit.assess("D14", tmp_path, config)
+    x = min(config.grid) * 1e-6  # the certified region reaches towards 0
+    assert v.worst_slack == pytest.approx(x / envelope(x, 4), rel=1e-6)
+    assert v.worst_slack < 1.34 and v.verdict == "loose by ×1.33"
+    # the sweep's n alone: 3/2 (the search's), as before
+    summary.write_text(json.dumps(data))
+    assert audit.assess("D14", tmp_path, config).worst_slack == pytest.approx(1.5, rel=1e-3)

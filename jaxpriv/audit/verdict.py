@@ -213,9 +213,8 @@ def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
     exact = True
     if relation.kind == "mechanism":
         premise, param = certified_region(relation, search_config)
-        cert = certify.envelope(relation, premise, param, n=search_config.n,
-                                r=search_config.r or None, prior=search_config.setup.prior,
-                                options=search_config.options)
+        premise, param, cert = _envelope_at_every_n(relation, premise, param, search_config,
+                                                    sweep_summary)
         if cert is not None:
             # a certified violation is judged like a witness: by more than the tolerance
             # (a ratio certificate, NaN conclusion, by its least slack)
@@ -339,6 +338,39 @@ CERTIFIED_TOWARDS_ZERO = 6
 """Decades below the search grid's least premise level the certified region reaches."""
 CERTIFIED_PARAMETERS = 25
 """Condition-parameter points of the certified region (besides 0 and the search's own)."""
+
+
+def drawn_ns(search_config, sweep_summary: dict) -> list[int]:
+    """The numbers of secrets the audit drew: the search's and the sweep's (a certificate that
+    depends on n is evaluated at each: the audited region holds both)."""
+    ns = {int(search_config.n)}
+    sweep_n = (sweep_summary.get("config") or {}).get("n")
+    if sweep_n is not None and not search_config.r and not (sweep_summary.get("config") or
+                                                             {}).get("r"):
+        ns.add(int(sweep_n))
+    return sorted(ns)
+
+
+def _envelope_at_every_n(relation, premise, param, search_config, sweep_summary):
+    """``(premise, parameter, certificate)`` over the certified region at every n drawn
+    (:func:`drawn_ns`), the arrays side by side; the certificate ``None`` if unknown at any."""
+    parts = []
+    for n in drawn_ns(search_config, sweep_summary):
+        cert = certify.envelope(relation, premise, param, n=n, r=search_config.r or None,
+                                prior=search_config.setup.prior, options=search_config.options)
+        if cert is None:
+            return premise, param, None
+        parts.append(cert)
+    if len(parts) == 1:
+        return premise, param, parts[0]
+    fields = {}
+    for name in ("conclusion", "min_slack", "upper", "min_slack_lower", "bound"):
+        values = [getattr(c, name) for c in parts]
+        fields[name] = None if any(v is None for v in values) else np.concatenate(
+            [np.broadcast_to(v, np.shape(premise)) for v in values])
+    count = len(parts)
+    return (np.tile(premise, count), np.tile(param, count),
+            registry.Certificate(source=parts[0].source, **fields))
 
 
 def certified_region(relation, search_config) -> tuple[np.ndarray, np.ndarray]:
