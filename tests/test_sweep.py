@@ -529,3 +529,39 @@ def test_one_place_chooses_the_engine_and_checks_layouts_and_seeds():
         checks.database_layout(registry.get("R7"), 1, 3)
     with pytest.raises(InputError, match="--seed must be a non-negative integer, got 1.5"):
         checks.seed(1.5)
+
+
+def test_nan_levels_are_counted_and_reported_not_skipped(tmp_path, capsys):
+    """Issue 35: a notion (a plugin's bug) that is NaN on a share of the mechanisms — where
+    K[0, 0] > K[0, 1]: the sweep counts them (summary.json ``nan_count``, a line on stderr),
+    none is read as holding, and the others are swept as usual."""
+    import jax.numpy as jnp
+
+    from jaxpriv import Notion, Relation, cli, registry
+
+    def half_nan(mech, **params):
+        K = jnp.exp(mech.log_K)
+        tv = 0.5 * jnp.abs(K[..., 0, :] - K[..., 1, :]).sum(-1)
+        return jnp.where(K[..., 0, 0] > K[..., 0, 1], jnp.nan, tv)
+
+    registry.register(Notion("half_nan_tv", half_nan, doc="TV of rows 0, 1; NaN on half"),
+                      replace=True)
+    registry.register(Relation(id="NANHALF", statement="LDP ⇒ TV ≤ 1", premise="ldp",
+                               conclusion="half_nan_tv", bound=lambda x, *p: 1.0 + 0.0 * x),
+                      replace=True)
+    try:
+        config = sweep.make_config("NANHALF", 3, 3, 4000, seed=0, chunk=2048)
+        result = sweep.run(config, progress=False)
+        nan = int(result.state.nan_count)
+        assert 500 < nan < 3500, nan  # a share of the 4,000, not all, not none
+        assert int(result.state.evaluated) == 4000  # the condition holds everywhere
+        assert result.violation_count == 0
+        code = cli.main(["sweep", "--relation", "NANHALF", "--n", "3", "--m", "3",
+                         "--count", "4000", "--out", str(tmp_path / "run"), "--quiet"])
+        err = capsys.readouterr().err
+        summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+        assert code == 0 and summary["nan_count"] == nan
+        assert f"NANHALF: {nan:,} mechanisms had a NaN level or bound" in err
+    finally:
+        registry.unregister("NANHALF")
+        registry.unregister("half_nan_tv")

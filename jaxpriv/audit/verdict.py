@@ -72,6 +72,8 @@ class Verdict(NamedTuple):
       vacuous: where the claim says nothing — its bound within 1% of the largest value the
         conclusion can take (:attr:`Notion.maximum`) — which the verdict does not count
         (``None``: nowhere the audit looked).
+      nan_count: the sweep's mechanisms with a NaN level or bound (a notion's or a plugin's
+        bug: counted and reported, never read as holding).
     """
 
     relation: str
@@ -93,6 +95,7 @@ class Verdict(NamedTuple):
     search_max_gap: float | None
     seconds: float
     vacuous: str | None = None
+    nan_count: int = 0
 
 
 def _candidates(out: Path, rid: str, kind: str) -> tuple[dict, list[dict]]:
@@ -285,7 +288,7 @@ def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
         search_max_gap=search_summary.get("max_gap"),
         seconds=float(sweep_summary.get("seconds", 0.0)) + float(search_summary.get("seconds",
                                                                                     0.0)),
-        vacuous=note)
+        vacuous=note, nan_count=int(sweep_summary.get("nan_count", 0) or 0))
 
 
 def verdict_label(violated: bool, worst_slack: float | None, *,

@@ -60,6 +60,10 @@ def _sweep_runs(args, configs) -> int:
               f"({summary['mechanisms_per_second']:,.0f}/s); worst slack "
               f"{'n/a' if worst is None else f'{worst:.6g}'}; "
               f"verified violations {result.violation_count} -> {run_dir}")
+        if summary.get("nan_count"):
+            print(f"{config.relation}: {summary['nan_count']:,} {subjects} had a NaN level or "
+                  "bound (not counted as holding; see summary.json 'nan_count')",
+                  file=sys.stderr)
         worst_code = max(worst_code, 1 if result.violation_count else 0)
     return worst_code
 

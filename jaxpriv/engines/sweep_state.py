@@ -36,6 +36,7 @@ class SweepState(NamedTuple):
     worst: Best  # score = −slack, maximized (one cell)
     cell_count: jax.Array  # (C,) int32
     evaluated: jax.Array  # () int32: mechanisms whose condition held
+    nan_count: jax.Array  # () int32: mechanisms with a NaN level or bound (never a winner)
 
 
 def _empty_best(cells: int, n: int, m: int) -> Best:
@@ -48,7 +49,8 @@ def initial_state(config) -> SweepState:
     """The empty accumulator of a :class:`jaxpriv.engines.sweep.SweepConfig`."""
     return SweepState(_empty_best(config.cells, config.n, config.m),
                       _empty_best(1, config.n, config.m),
-                      jnp.zeros((config.cells,), jnp.int32), jnp.zeros((), jnp.int32))
+                      jnp.zeros((config.cells,), jnp.int32), jnp.zeros((), jnp.int32),
+                      jnp.zeros((), jnp.int32))
 
 
 def _merge_best(best: Best, cell, score, index, mech: Mechanism, values) -> Best:

@@ -198,7 +198,9 @@ def xla_options(config, plan: StepPlan) -> dict[str, Any]:
 
 def block_evaluator(config, relation, plan: StepPlan) -> Callable:
     """``evaluate_block(block_indices, seeds)``: a group of blocks drawn, evaluated and reduced
-    to ``(envelope, worst, counts, evaluated, candidates)``."""
+    to ``(envelope, worst, counts, evaluated, candidates)``; ``evaluated`` is ``(2,)``: the
+    mechanisms whose condition held, and those with a NaN level or bound (counted, so a sweep
+    reports them: never a winner, never silently skipped)."""
     spec, sampler, group = plan.spec, plan.sampler, plan.group
     options = relation.options
     candidates_per_block = plan.candidates_per_block
@@ -232,6 +234,8 @@ def block_evaluator(config, relation, plan: StepPlan) -> Callable:
         index = (block_indices[:, None] * config.block
                  + jnp.arange(config.block, dtype=jnp.int32)).reshape(size)
         valid = result.condition_holds & (index < config.count)
+        nan = (index < config.count) & (jnp.isnan(x) | jnp.isnan(result.conclusion)
+                                        | jnp.isnan(result.bound) | jnp.isnan(param))
 
         x_bin = jnp.clip(jnp.floor(x / config.x_max * config.x_bins), 0, config.x_bins - 1)
         in_range = valid & (x <= config.x_max)
@@ -270,7 +274,8 @@ def block_evaluator(config, relation, plan: StepPlan) -> Callable:
         top = top.reshape(-1)
         candidates = Candidates(order[top], index[top], mech.log_K[top],
                                 mech.log_prior[top], mech.log_belief[top], values[top])
-        return envelope, worst, counts, jnp.sum(valid, dtype=jnp.int32), candidates
+        evaluated = jnp.stack([jnp.sum(valid, dtype=jnp.int32), jnp.sum(nan, dtype=jnp.int32)])
+        return envelope, worst, counts, evaluated, candidates
 
     return evaluate_block
 
@@ -294,7 +299,7 @@ def device_reducer(config, plan: StepPlan, evaluate_block: Callable, base_key) -
 
         empty = (_empty_best(config.cells, config.n, config.m),
                  _empty_best(1, config.n, config.m), jnp.zeros((config.cells,), jnp.int32),
-                 jnp.zeros((), jnp.int32))
+                 jnp.zeros((2,), jnp.int32))
         empty = jax.tree_util.tree_map(  # the carry varies over the devices' axis
             lambda a: jax.lax.pcast(a, ("batch",), to="varying"), empty)
         # every block's seed words at once (one by one, a few hundred tiny integer operations
@@ -338,7 +343,8 @@ def chunk_step(config, sample_and_evaluate: Callable) -> Callable:
         candidates = _lowest(_flat(found), config.candidates)
         return SweepState(fold(state.envelope, envelope), fold(state.worst, worst),
                           state.cell_count + jnp.sum(counts, axis=0),
-                          state.evaluated + jnp.sum(evaluated)), candidates
+                          state.evaluated + jnp.sum(evaluated[:, 0]),
+                          state.nan_count + jnp.sum(evaluated[:, 1])), candidates
 
     return step
 

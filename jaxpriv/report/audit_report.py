@@ -125,6 +125,9 @@ def _details(v: dict) -> list[str]:
     lines.append(f"sweep worst slack {format_number(v['sweep_worst_slack'])}, "
                  f"search worst slack {format_number(v['search_worst_slack'])}; "
                  f"verified violations {v['violation_count']:,}")
+    if v.get("nan_count"):
+        lines.append(f"NaN: {v['nan_count']:,} mechanisms of the sweep had a NaN level or bound "
+                     "(not counted as holding)")
     if v.get("witness"):
         lines.append(f"witness: {v['witness']} (jaxpriv show {v['witness']})")
     return lines

@@ -59,6 +59,7 @@ def write_sweep(out_dir: Path, result, relation) -> dict:
         **_about(config, relation),
         "count": config.count,
         "evaluated_with_condition": int(result.state.evaluated),
+        "nan_count": int(result.state.nan_count),
         "seconds": result.seconds,
         "mechanisms_per_second": config.count / result.seconds if result.seconds else None,
         "compile_seconds": result.compile_seconds,

@@ -1,0 +1,106 @@
+"""Are the audit's verdicts stable across seeds? Compare two audits of the same relations at
+different seeds, verdict by verdict (issue 35: the same verdict class for every relation, and
+every uncertified "loose by ×k" within 2% between the two).
+
+Usage:
+  python scripts/two_seeds.py RUN_A RUN_B [--json out.json]     compare two finished audits
+  python scripts/two_seeds.py --run DIR [--budget quick] [--relations IDS] [--seeds 0 1]
+                                                               run both (DIR/seed0, DIR/seed1)
+
+A verdict's class is its label without the number ("loose", "tight", "tight only …",
+"violated", ...). Exit status 0 when every relation agrees (class, and ×k within 2% for an
+uncertified loose verdict; a certified one is exact and must agree to 1e-6), 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+TOLERANCE = 0.02
+
+
+def verdict_class(label: str) -> str:
+    """``loose by ×1.69`` → ``loose``; ``tight only towards large ldp (≥ 331.6)`` → ``tight
+    only towards large``; ``tight only as kl → 0`` stays; others as they are."""
+    if label.startswith("loose by"):
+        return "loose"
+    if label.startswith("tight only towards large"):
+        return "tight only towards large"
+    if label.startswith("vacuous"):
+        return "vacuous"
+    return label
+
+
+def load(run: Path) -> dict[str, dict]:
+    data = json.loads((run / "summary.json").read_text())
+    return {row["relation"]: row for row in data["relations"]}
+
+
+def compare(a: dict[str, dict], b: dict[str, dict]) -> list[dict]:
+    rows = []
+    for rid in [r for r in a if r in b]:
+        x, y = a[rid], b[rid]
+        cx, cy = verdict_class(x["verdict"]), verdict_class(y["verdict"])
+        certified = x.get("kind") == "certified" and y.get("kind") == "certified"
+        sx, sy = x.get("worst_slack"), y.get("worst_slack")
+        moved = None
+        if sx is not None and sy is not None and sx not in (0.0, float("inf")):
+            moved = abs(sy - sx) / abs(sx)
+        agree = cx == cy
+        if agree and cx == "loose" and moved is not None:
+            agree = moved <= (1e-6 if certified else TOLERANCE)
+        rows.append({"relation": rid, "a": x["verdict"], "b": y["verdict"],
+                     "kind": x.get("kind"), "slack_a": sx, "slack_b": sy, "moved": moved,
+                     "agree": agree})
+    return rows
+
+
+def run_audit(out: Path, seed: int, budget: str, relations: str | None) -> None:
+    cmd = [sys.executable, "-m", "jaxpriv", "audit", "--budget", budget, "--seed", str(seed),
+           "--out", str(out)]
+    if relations:
+        cmd += ["--relations", relations]
+    print("running:", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="*", type=Path)
+    parser.add_argument("--run", type=Path, default=None)
+    parser.add_argument("--budget", default="quick")
+    parser.add_argument("--relations", default=None)
+    parser.add_argument("--seeds", type=int, nargs=2, default=(0, 1))
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    if args.run is not None:
+        runs = [args.run / f"seed{s}" for s in args.seeds]
+        for seed, out in zip(args.seeds, runs):
+            if not (out / "summary.json").exists():
+                run_audit(out, seed, args.budget, args.relations)
+    elif len(args.runs) == 2:
+        runs = args.runs
+    else:
+        parser.error("give two audit directories, or --run DIR")
+    rows = compare(load(runs[0]), load(runs[1]))
+    width = max(len(r["relation"]) for r in rows)
+    print(f"{'relation':<{width}}  {'verdict, ' + runs[0].name:<42} {'verdict, ' + runs[1].name:<42}"
+          f" moved")
+    for r in rows:
+        moved = "" if r["moved"] is None else f"{100 * r['moved']:.2f}%"
+        flag = "" if r["agree"] else "  <-- differs"
+        print(f"{r['relation']:<{width}}  {r['a']:<42} {r['b']:<42} {moved}{flag}")
+    differ = [r for r in rows if not r["agree"]]
+    print(f"\n{len(rows) - len(differ)} of {len(rows)} relations agree (verdict class; "
+          f"uncertified ×k within {TOLERANCE:.0%}, certified within 1e-6)")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
