@@ -565,3 +565,39 @@ def test_nan_levels_are_counted_and_reported_not_skipped(tmp_path, capsys):
     finally:
         registry.unregister("NANHALF")
         registry.unregister("half_nan_tv")
+
+
+def test_the_worst_point_is_the_lowest_float64_slack_not_a_float32_figure(tmp_path):
+    """Issue 35 (D16's float32 KL overflow made a mechanism of float64 slack 5.23 the worst):
+    a notion whose float32 level is wrong (100) on rare mechanisms makes one of them the
+    float32 worst; the sweep's worst is the lowest float64 slack among its candidates."""
+    import jax.numpy as jnp
+
+    from jaxpriv import Notion, Relation, registry
+    from jaxpriv.engines.sweep import record_mechanism
+
+    def tv_wrong_in_float32(mech, **params):
+        K = jnp.exp(mech.log_K)
+        tv = 0.5 * jnp.abs(K[..., 0, :] - K[..., 1, :]).sum(-1)
+        wrong = (mech.log_K.dtype == jnp.float32) & (K[..., 0, 0] > 0.95)
+        return jnp.where(wrong, 100.0, tv)
+
+    registry.register(Notion("tv01_f32_bug", tv_wrong_in_float32, doc="TV of rows 0, 1"),
+                      replace=True)
+    registry.register(Relation(id="F32WORST", statement="LDP ⇒ TV01 ≤ tanh(ε/2)·3",
+                               premise="ldp", conclusion="tv01_f32_bug",
+                               bound=lambda x, *p: 3.0 * jnp.tanh(x / 2.0)), replace=True)
+    try:
+        config = sweep.make_config("F32WORST", 3, 3, 8192, seed=0, chunk=2048)
+        result = sweep.run(config, tmp_path / "run", progress=False)
+        bogus = registry.get("F32WORST").check(
+            record_mechanism(config, jax.tree_util.tree_map(np.asarray, result.state.worst), 0))
+        assert float(bogus.slack) > 1.5  # the float32 worst is no worst in float64
+        worst = result.worst
+        assert worst["slack"] < float(bogus.slack)
+        again = registry.get("F32WORST").check(
+            __import__("jaxpriv").engines.io.load_mechanism(tmp_path / "run" / worst["file"])[0])
+        assert float(again.slack) == pytest.approx(worst["slack"], rel=1e-12)
+    finally:
+        registry.unregister("F32WORST")
+        registry.unregister("tv01_f32_bug")

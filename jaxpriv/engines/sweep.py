@@ -38,6 +38,7 @@ import json
 import os
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -222,11 +223,12 @@ def mechanism_of(log_K, log_prior, log_belief, values, has_values: bool,
                                     records=records, dtype=np.float64)
 
 
-def float64_screen(config: SweepConfig, relation, options) -> Callable[[Mechanism], jax.Array]:
-    """``registry.evaluate(...).violated`` on a float64 batch of ``config.candidates``
-    mechanisms, compiled ahead of the timed loop: the eager float64 check costs ~150 ms per
-    batch at n = m = 8, the compiled one ~1 ms. Only a screen:
-    :func:`jaxpriv.engines.runstate.verify_witness` re-checks each hit eagerly before it counts."""
+def float64_screen(config: SweepConfig, relation, options) -> Callable[[Mechanism], tuple]:
+    """``(violated, slack)`` of ``registry.evaluate`` on a float64 batch of ``config.candidates``
+    mechanisms (slack ``+∞`` where the condition fails), compiled ahead of the timed loop: the
+    eager float64 check costs ~150 ms per batch at n = m = 8, the compiled one ~1 ms. Only a
+    screen: :func:`jaxpriv.engines.runstate.verify_witness` re-checks each hit eagerly before
+    it counts."""
     k, n, m = config.candidates, config.n, config.m
     spec = sampler_spec(config)
     has_values = spec.values
@@ -236,26 +238,39 @@ def float64_screen(config: SweepConfig, relation, options) -> Callable[[Mechanis
                           jax.ShapeDtypeStruct((k, n), f64),
                           jax.ShapeDtypeStruct((k, m), f64) if has_values else None,
                           spec.records)
-        return jax.jit(lambda mech: registry.evaluate(relation, mech, **options).violated
-                       ).lower(shape).compile()
+        def screen(mech):
+            result = registry.evaluate(relation, mech, **options)
+            return result.violated, jnp.where(result.condition_holds, result.slack, jnp.inf)
+
+        return jax.jit(screen).lower(shape).compile()
 
 
-def violated_in_float64(config: SweepConfig, screen, candidates: Candidates) -> list[int]:
+def violated_in_float64(config: SweepConfig, screen, candidates: Candidates,
+                        lowest: dict | None = None) -> tuple[list[int], dict | None]:
     """The candidates whose float32 slack is below ``candidate_slack`` and that violate the
-    relation when recomputed in float64. All are checked in one call of a fixed shape (a tight
-    bound sends a full set of candidates every chunk; one call per candidate, or a new shape
-    per chunk, made this the sweep's bottleneck)."""
+    relation when recomputed in float64, and the lowest float64 slack among the chunk's
+    candidates and ``lowest`` (the runs' so far: ``{"slack", "index", "record"}``, the record
+    the candidate's float32 arrays as lists). All are checked in one call of a fixed shape (a
+    tight bound sends a full set of candidates every chunk; one call per candidate, or a new
+    shape per chunk, made this the sweep's bottleneck)."""
     slack = np.asarray(candidates.score)
     index = np.asarray(candidates.index)
-    picked = (slack < config.candidate_slack) & (index < config.count)
-    if not picked.any():
-        return []
+    real = index < config.count
+    picked = (slack < config.candidate_slack) & real
+    if not real.any():
+        return [], lowest
     spec = sampler_spec(config)
     mech = mechanism_of(candidates.log_K, candidates.log_prior, candidates.log_belief,
                         candidates.values, spec.values, spec.records)
     with jax.enable_x64(True):
-        violated = np.asarray(screen(mech))
-    return [int(k) for k in np.flatnonzero(picked & violated)]
+        violated, slack64 = (np.asarray(a) for a in screen(mech))
+    slack64 = np.where(real & ~np.isnan(slack64), slack64, np.inf)
+    k = int(np.argmin(slack64))
+    if np.isfinite(slack64[k]) and (lowest is None or slack64[k] < lowest["slack"]):
+        lowest = {"slack": float(slack64[k]), "index": int(index[k]), "record": {
+            name: np.asarray(getattr(candidates, name)[k]).tolist()
+            for name in ("log_K", "log_prior", "log_belief", "values")}}
+    return [int(k) for k in np.flatnonzero(picked & violated)], lowest
 
 
 def save_checkpoint(out: Path, config: SweepConfig, state: SweepState, next_chunk: int,
@@ -343,16 +358,18 @@ def _run(config: SweepConfig, out_dir: Path | None, resume: bool, progress: bool
         state, start, done = load_checkpoint(out_dir, config)
         runstate.note_resumed(f"sweep {config.relation}", out_dir, start, config.chunks,
                               config.chunk, config.count, "mechanisms", done["violation_count"])
+    lowest = done.pop("lowest_float64", None)
     began = time.perf_counter()
     compiled = make_step(config, relation).compile(state, jnp.int32(start))
     screen = float64_screen(config, relation, options)
     compile_seconds = time.perf_counter() - began
-    current = {"state": state}
+    current = {"state": state, "lowest": lowest}
 
     def step(chunk_index):
         current["state"], candidates = compiled(current["state"], jnp.int32(chunk_index))
-        return [(int(candidates.index[k]), (candidates, k))
-                for k in violated_in_float64(config, screen, candidates)]
+        hits, current["lowest"] = violated_in_float64(config, screen, candidates,
+                                                      current["lowest"])
+        return [(int(candidates.index[k]), (candidates, k)) for k in hits]
 
     def verify(index, payload):
         candidates, k = payload
@@ -364,7 +381,8 @@ def _run(config: SweepConfig, out_dir: Path | None, resume: bool, progress: bool
     def save(next_chunk, progress):
         jax.block_until_ready(current["state"])
         if out_dir is not None:
-            save_checkpoint(out_dir, config, current["state"], next_chunk, progress._asdict())
+            save_checkpoint(out_dir, config, current["state"], next_chunk,
+                            {**progress._asdict(), "lowest_float64": current["lowest"]})
 
     bar = runstate.progress_bar(config.count, min(start * config.chunk, config.count), "mech",
                                 f"sweep {config.relation}", progress)
@@ -377,7 +395,8 @@ def _run(config: SweepConfig, out_dir: Path | None, resume: bool, progress: bool
                          found.seconds, compile_seconds)
     if out_dir is not None and stop == config.chunks:
         result = result._replace(rows=envelope_rows(out_dir, result, relation),
-                                 worst=worst_point(result, relation, out_dir))
+                                 worst=worst_point(result, relation, out_dir,
+                                                   current["lowest"]))
         if write is not None:
             write(out_dir, result, relation)
     return result
@@ -414,21 +433,36 @@ def envelope_rows(out_dir: Path, result: SweepResult, relation) -> list[dict]:
     return rows
 
 
-def worst_point(result: SweepResult, relation, out_dir: Path | None = None) -> dict | None:
-    """The overall lowest-slack mechanism re-checked in float64 (``None`` if none qualified):
+def worst_point(result: SweepResult, relation, out_dir: Path | None = None,
+                lowest: dict | None = None) -> dict | None:
+    """The lowest **float64** slack the sweep saw (``None`` if none qualified): the float32
+    lowest-slack mechanism and ``lowest`` (the candidates' lowest float64 slack, from
+    :func:`violated_in_float64`), each re-checked in float64, the lower taken — a float32 level
+    that overflows (D16's KL) must not make a mechanism of float64 slack 5 the worst.
     ``{"file", "premise", "parameter", "slack"}`` (with ``out_dir``, the mechanism is saved as
     ``witnesses/worst.json``); a verified violation, if lower, is named instead."""
     worst = jax.tree_util.tree_map(np.asarray, result.state.worst)
-    if worst.score[0] == -np.inf:
-        return None
-    mech = record_mechanism(result.config, worst, 0)
     options = relation.options
-    checked = relation.check(mech, **options)
+    found = []
+    if worst.score[0] > -np.inf:
+        found.append((record_mechanism(result.config, worst, 0), int(worst.index[0])))
+    if lowest is not None:
+        record = {name: np.asarray(value, np.float32)[None]
+                  for name, value in lowest["record"].items()}
+        found.append((record_mechanism(result.config, SimpleNamespace(**record), 0),
+                      int(lowest["index"])))
+    if not found:
+        return None
+    checks = [relation.check(mech, **options) for mech, _ in found]
+    slacks = [float(c.slack) if bool(np.asarray(c.condition_holds)) else np.inf
+              for c in checks]
+    pick = int(np.argmin(slacks))
+    (mech, index), checked = found[pick], checks[pick]
     point = {"file": None, "premise": float(checked.premise),
              "parameter": float(checked.parameter), "slack": float(checked.slack)}
     if out_dir is not None:
         io.save_mechanism(out_dir / "witnesses" / "worst.json", mech, relation=relation.id,
-                          index=int(worst.index[0]), **options)
+                          index=index, **options)
         point["file"] = "witnesses/worst.json"
     for found in result.violations:
         if found["slack"] < point["slack"]:
