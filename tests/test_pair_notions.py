@@ -286,3 +286,16 @@ def test_no_notion_is_nan_in_float32_near_uniform_or_near_deterministic(key):
         mech = Mechanism.from_K(K / K.sum(-1, keepdims=True), dtype=np.float32)
         value = np.asarray(jax.jit(lambda m: record.evaluate(m, {}))(mech))
         assert value.dtype == np.float32 and not np.isnan(value).any(), key
+
+
+def test_zcdp_bracket_top_does_not_overflow_float32():
+    """Found by the sweeps' NaN count (issue 35: 5 of 131,072 D4 mechanisms at 4×4): a KL of
+    1.3e-37 under a D_∞ of 394.5 (entries of e^−400 in float32) overflowed the bracket's top
+    D_∞/KL to +∞ and the grid of orders to NaN. The float32 level now agrees with float64."""
+    P = [0.0, -402.5, -75.0, -90.0]
+    Q = [0.0, -797.0, -75.01, -90.0]
+    narrow = pair_notions.zcdp_pair(jnp.asarray(P, jnp.float32), jnp.asarray(Q, jnp.float32))
+    with jax.enable_x64(True):
+        wide = pair_notions.zcdp_pair(jnp.asarray(P, jnp.float64), jnp.asarray(Q, jnp.float64))
+    assert np.isfinite(narrow) and float(wide) == pytest.approx(66.72906110723, rel=1e-10)
+    assert float(narrow) == pytest.approx(float(wide), rel=1e-5)

@@ -262,11 +262,19 @@ def zcdp_pair(log_P, log_Q):
     d_inf = ldp_pair(log_P, log_Q)
     infinite = jnp.isinf(d_inf)
     usable = (kl > 0) & ~infinite
-    top = jnp.where(usable, d_inf / jnp.where(usable, kl, 1.0), 2.0)
     wide = dtype == jnp.float64
+    # the bracket's top D_∞/KL, in logs: a KL of 1e-40 under a D_∞ of 395 (float32 entries of
+    # e^−400) overflowed it to +∞ and the grid to NaN; capped at α − 1 = 1e300 (float64),
+    # 1e30 (float32), where α·log P stays finite — the orders beyond add at most
+    # D_∞/cap ≤ 1e-297 (1e-27) to ρ
+    cap = math.log(1e300 if wide else 1e30)
+    log_top = jnp.where(usable, jnp.log(jnp.where(usable, d_inf, 2.0)) -
+                        jnp.log(jnp.where(usable, kl, 1.0)), math.log(2.0))
     points, steps = (ZCDP_GRID, ZCDP_GOLDEN_STEPS) if wide else (12, 16)
     low = math.log(1e-6 if wide else 1e-3)
-    high = jnp.log(jnp.maximum(top, 2.0) - 1.0)
+    # log(max(top, 2) − 1) = log_top + log1p(−1/top)
+    log_top = jnp.clip(log_top, math.log(2.0), cap)
+    high = log_top + jnp.log1p(-jnp.exp(-log_top))
     fractions = jnp.linspace(0.0, 1.0, points, dtype=dtype)
     grid = low + (high[..., None] - low) * fractions  # (*p, G) in u = log(α − 1)
 
