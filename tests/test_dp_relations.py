@@ -217,13 +217,14 @@ SMALL = dataclasses.replace(audit.BUDGETS["quick"], name="small-test", sweep_cou
 
 
 def test_small_audit_verdicts(tmp_path):
-    """D1 certified tight; D14 certified, least slack 3/2 at n = 3 as x → 0 (n/(n−1)); no
-    violation."""
+    """D1 certified tight; D14 certified, least slack n/(n−1) as x → 0 at the largest n the
+    audit drew (the sweep's n = 4: 4/3; the search's n = 3 alone read 3/2); no violation."""
     summary = report.run_audit(SMALL, ["D1", "D14"], tmp_path, progress=False)
     v = {r["relation"]: r for r in summary["relations"]}
     assert v["D1"]["verdict"] == "tight" and v["D1"]["kind"] == "certified"
     assert v["D14"]["kind"] == "certified" and v["D14"]["verdict"].startswith("loose")
-    assert v["D14"]["certified_slack"] == pytest.approx(1.5, rel=1e-5)
+    assert SMALL.sweep_n == 4 and SMALL.search_n == 3
+    assert v["D14"]["certified_slack"] == pytest.approx(4 / 3, rel=1e-5)
     assert all(r["violation_count"] == 0 for r in v.values())
 
 
