@@ -234,8 +234,11 @@ def block_evaluator(config, relation, plan: StepPlan) -> Callable:
         index = (block_indices[:, None] * config.block
                  + jnp.arange(config.block, dtype=jnp.int32)).reshape(size)
         valid = result.condition_holds & (index < config.count)
-        nan = (index < config.count) & (jnp.isnan(x) | jnp.isnan(result.conclusion)
-                                        | jnp.isnan(result.bound) | jnp.isnan(param))
+        # a NaN level anywhere, a NaN bound where it is claimed (R6's (1 + 4ξ)β at ξ = ∞,
+        # β = 0 is ∞·0 outside its condition ξ ≤ 1: not a claim, not counted)
+        nan = (index < config.count) & (
+            jnp.isnan(x) | jnp.isnan(result.conclusion) | jnp.isnan(param)
+            | (result.condition_holds & jnp.isnan(result.bound)))
 
         x_bin = jnp.clip(jnp.floor(x / config.x_max * config.x_bins), 0, config.x_bins - 1)
         in_range = valid & (x <= config.x_max)
