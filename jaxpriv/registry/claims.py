@@ -131,9 +131,12 @@ class Claim:
                              f"({self.described()})")
         checked = {p.name: p.value(self.id, values[p.name]) for p in self.parameters}
         rid = self.instance_id(checked)
-        if rid in REGISTRY:
-            return REGISTRY[rid]
-        relation = self.make(rid, **checked)
+        return REGISTRY[rid] if rid in REGISTRY else self.build(checked)
+
+    def build(self, checked: Mapping[str, Any]):
+        """The :class:`Relation` at ``checked`` values (not registered), marked as this
+        claim's instance."""
+        relation = self.make(self.instance_id(checked), **checked)
         object.__setattr__(relation, "claim", self.id)
         object.__setattr__(relation, "values", dict(checked))
         return relation
@@ -190,10 +193,7 @@ def register_claim(claim: Claim, *, replace: bool = False, check_bound: bool = T
     CLAIMS[claim.id] = claim
     for values in claim.grid:
         checked = {p.name: p.value(claim.id, values[p.name]) for p in claim.parameters}
-        relation = claim.make(claim.instance_id(checked), **checked)
-        object.__setattr__(relation, "claim", claim.id)
-        object.__setattr__(relation, "values", dict(checked))
-        register(relation, replace=True, check_bound=check_bound)
+        register(claim.build(checked), replace=True, check_bound=check_bound)
     return claim
 
 
