@@ -35,7 +35,6 @@ took 34 s. The bound:
 
 from __future__ import annotations
 
-import math
 
 import jax
 import jax.numpy as jnp
