@@ -169,12 +169,17 @@ def ldp_pair(log_P, log_Q):
 
 
 _PSI_TERMS = 16
+"""Series terms of :func:`alpha_divergence_terms` in float64 (remainder < 1e-17 relative)."""
+_PSI_TERMS_FLOAT32 = 9
+"""The same in float32: with ``|αL| ≤ ½`` the first term left out, ``k = 11``, is at most
+``2(k−1)(½)^{k−2}/k!`` ≈ 1e-9 of the sum (float32's resolution: 6e-8)."""
 _PSI_RADIUS = 0.5
 
 
 def alpha_divergence_terms(log_P, log_Q, order):
     """``Q·ψ_α(P/Q)`` per output, ``ψ_α(t) = (t^α − αt + α − 1)/(α(α−1))``, without cancellation:
-    its power series in ``L = log(P/Q)`` for ``α|L| ≤ ½`` (16 terms: remainder < 1e-17),
+    its power series in ``L = log(P/Q)`` for ``α|L| ≤ ½`` (16 terms: remainder < 1e-17; 9 in
+    float32: < 1e-9),
     else ``[P·expm1((α−1)L)/(α−1) − P + Q]/α`` (``P^α Q^{1−α}`` itself where ``(α−1)L > 1``,
     its exponent capped at 1: a term that large sends :func:`renyi_pair` to its log-sum-exp
     branch, and the cap keeps the gradient finite). ``Q/α`` where ``P = 0``; ``+∞`` where
@@ -194,7 +199,7 @@ def alpha_divergence_terms(log_P, log_Q, order):
     term = Ls * Ls / 2.0  # t_2
     extra = aL * Ls * Ls / 6.0  # g_2
     series = jnp.zeros_like(term)
-    for k in range(2, _PSI_TERMS + 2):
+    for k in range(2, (_PSI_TERMS if log_P.dtype == jnp.float64 else _PSI_TERMS_FLOAT32) + 2):
         series = series + term
         term = Ls * term / (k + 1) + extra
         extra = extra * aL / (k + 2)
@@ -214,6 +219,7 @@ def alpha_divergence_terms(log_P, log_Q, order):
 _LSE_SWITCH = 0.5
 
 
+@jax.jit
 def renyi_over_order(log_P, log_Q, order):
     """``D_α(P‖Q)/α`` for a finite order ``α > 1`` (any shape broadcasting with the pairs'
     leading axes), in ``[0, +∞]``: ``log1p(y)/(α(α−1))`` with ``y = α(α−1)H_α``; where
@@ -253,10 +259,29 @@ ZCDP_GOLDEN_STEPS = 60
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
 
+@jax.jit
 def zcdp_pair(log_P, log_Q):
     """``ρ = sup_{α>1} D_α(P‖Q)/α`` (Bun, Steinke 2016, Def. 1.1): the α → 1 limit (KL) against
     a grid in ``log(α−1)`` over ``(1, max(2, D_∞/KL)]`` refined by golden-section search around
-    the best grid point. ``+∞`` where ``Q = 0 < P`` (then every ``D_α = ∞``); 0 where ``P = Q``."""
+    the best grid point. ``+∞`` where ``Q = 0 < P`` (then every ``D_α = ∞``); 0 where ``P = Q``.
+
+    The order is found on the stopped inputs and the value recomputed at it: the derivative is
+    the envelope theorem's (Danskin: ``∂ρ/∂θ = ∂(D_α/α)/∂θ`` at the maximizing order), one
+    Rényi evaluation's, not the search's (whose reverse pass through the grid and the golden
+    loop dominated the zCDP-premise searches' compile and run time)."""
+    stopped_P, stopped_Q = jax.lax.stop_gradient(log_P), jax.lax.stop_gradient(log_Q)
+    u_best, at_kl = _zcdp_order(stopped_P, stopped_Q)
+    kl = kl_pair(log_P, log_Q)
+    d_inf = ldp_pair(stopped_P, stopped_Q)
+    infinite = jnp.isinf(d_inf)
+    on_order = renyi_over_order(log_P, log_Q, 1.0 + jnp.exp(u_best))
+    value = jnp.where(at_kl, kl, on_order)
+    return jnp.where(infinite, jnp.inf, jnp.where(kl > 0, value, 0.0))
+
+
+def _zcdp_order(log_P, log_Q):
+    """The order ``u = log(α − 1)`` of :func:`zcdp_pair`'s max, and whether the α → 1 limit (KL)
+    is the max instead (no derivative: the caller recomputes the value there)."""
     dtype = log_P.dtype
     kl = kl_pair(log_P, log_Q)
     d_inf = ldp_pair(log_P, log_Q)
@@ -302,9 +327,11 @@ def zcdp_pair(log_P, log_Q):
         return a, b, c, d, gc, gd
 
     a, b, c, d, gc, gd = jax.lax.fori_loop(0, steps, golden, (a, b, c, d, g(c), g(d)))
+    u_refined = jnp.where(gc >= gd, c, d)
     refined = jnp.maximum(gc, gd)
-    value = jnp.maximum(jnp.maximum(jnp.max(on_grid, axis=-1), refined), kl)
-    return jnp.where(infinite, jnp.inf, jnp.where(kl > 0, value, 0.0))
+    on_grid_best = jnp.max(on_grid, axis=-1)
+    u_best = jnp.where(refined >= on_grid_best, u_refined, u_best)
+    return u_best, kl >= jnp.maximum(refined, on_grid_best)
 
 
 def _sorted_by(key, *values):

@@ -30,11 +30,15 @@ from jaxpriv.core import databases
 from jaxpriv.core.mechanisms import Mechanism
 
 MARGIN = 1e-6
-"""Relative margin by which a bisection-retracted mechanism sits inside its premise level."""
-BISECTION_STEPS = 60
-"""Bisection steps on ``log(1 − t)`` in float64 (the bracket ``[−40, 0]`` shrinks to ~1e-17)."""
-BISECTION_STEPS_FLOAT32 = 32
-"""The same in float32 (the bracket shrinks to ~1e-8, below float32's resolution of ``u``)."""
+"""Relative margin by which a root-found retracted mechanism sits inside its premise level."""
+ROOT_STEPS = 24
+"""Level evaluations of :func:`bisect_keep`'s root finding in float64 (bisection took 60): on
+512 random 3×3 mechanisms at premise levels 0.1, 1, 3 of zCDP, Rényi 2 and 16, KL, GDP, ε(δ),
+TV and δ(ε), the retracted level is within 2.2e-16 relative of 60 bisection steps' (20 steps:
+within 6e-15, 16: 2.4e-10)."""
+ROOT_STEPS_FLOAT32 = 14
+"""The same in float32 (bisection took 32): within 8.5e-6 relative of 32 bisection steps',
+0 at the 99th percentile (12 steps: 3.3e-4, 10: 0.28)."""
 
 
 def mix(log_a, log_b, log_keep):
@@ -181,37 +185,46 @@ def bisect_keep(level: Callable[[Mechanism], jax.Array], mech: Mechanism, x,
     ``level`` that is non-increasing in ``t`` and 0 at ``t = 1`` (a post-processing-monotone
     notion). 0 (the identity) when ``K`` already has ``level ≤ x``.
 
-    The bisection runs on ``u = log(1 − t) ∈ [−40, 0]`` and returns the feasible end of the
-    final bracket, aimed at ``x·(1 − margin)`` so that the result sits inside the premise by a
-    margin and an independent float64 re-check agrees. Its derivative with respect to the
-    mechanism is the implicit function's, ``du/dθ = −(∂g/∂θ)/(∂g/∂u)`` with
+    The root is bracketed on ``u = log(1 − t) ∈ [−40, 0]`` and found by :func:`bracketed_root`
+    on the log of the level (secant and Illinois steps, safeguarded: a divergence's level is
+    nearly a power of ``1 − t``, so its log is nearly linear in ``u`` and a handful of steps
+    reach the precision bisection needed 32 (float32) or 60 (float64) for). It returns the
+    feasible end of the final bracket, aimed at ``x·(1 − margin)`` so that the result sits inside
+    the premise by a margin and an independent float64 re-check agrees. Its derivative with
+    respect to the mechanism is the implicit function's, ``du/dθ = −(∂g/∂θ)/(∂g/∂u)`` with
     ``g = level(K_u(θ)) − x`` (:func:`jax.lax.custom_root`), zero where ``K`` is feasible.
 
     Args:
       level: the notion's level of one mechanism (a scalar).
       mech: one mechanism.
       x: the premise level (> 0).
-      steps: bisection steps (default: :data:`BISECTION_STEPS` in float64,
-        :data:`BISECTION_STEPS_FLOAT32` otherwise).
+      steps: root-finding steps (default: :data:`ROOT_STEPS` in float64,
+        :data:`ROOT_STEPS_FLOAT32` otherwise).
       margin: relative margin inside the premise.
     """
     if steps is None:
-        steps = BISECTION_STEPS if mech.log_K.dtype == jnp.float64 else BISECTION_STEPS_FLOAT32
+        steps = ROOT_STEPS if mech.log_K.dtype == jnp.float64 else ROOT_STEPS_FLOAT32
     target = x * (1.0 - margin)
-    feasible = level(mech) <= x
+    at_zero = level(mech)
+    feasible = at_zero <= x
 
     def g(u):
         return level(mix_constant(mech, u)) - target
 
     def solve(f, u0):
-        def body(_, bracket):
-            low, high = bracket  # f(low) <= 0 < f(high)... in u: low is feasible (small keep)
-            mid = 0.5 * (low + high)
-            ok = f(mid) <= 0
-            return jnp.where(ok, mid, low), jnp.where(ok, high, mid)
-        # the bracket starts from u0 so that it carries u0's sharding (shard_map: varying)
-        low, _ = jax.lax.fori_loop(0, steps, body, (u0 - 40.0, u0))
-        return low
+        log_target = jnp.log(target)
+
+        def h(u):  # log(level/target): −∞ where the level is 0, +∞ where it is
+            value = f(u) + target
+            positive = value > 0
+            return jnp.where(positive, jnp.log(jnp.where(positive, value, 1.0)) - log_target,
+                             -jnp.inf)
+
+        # the bracket starts from u0 so that it carries u0's sharding (shard_map: varying);
+        # h(u0 = 0) is the unmixed level, known
+        h_zero = jnp.where(at_zero > 0, jnp.log(jnp.where(at_zero > 0, at_zero, 1.0)) -
+                           log_target, -jnp.inf)
+        return bracketed_root(h, u0 - 40.0, u0, h_zero + 0.0 * u0, steps)
 
     def tangent_solve(linear, y):
         slope = linear(jnp.ones_like(y))
@@ -221,3 +234,63 @@ def bisect_keep(level: Callable[[Mechanism], jax.Array], mech: Mechanism, x,
     zero = jnp.zeros_like(mech.log_K[..., 0, 0])  # 0, carrying the mechanism's sharding
     u = jax.lax.custom_root(g, zero, solve, tangent_solve)
     return jnp.where(feasible, zero, u)
+
+
+def bracketed_root(h: Callable[[jax.Array], jax.Array], low, high, h_high, steps: int,
+                   slope: float = 2.0):
+    """The feasible end of a bracket ``[low, high]`` around the root of a non-decreasing ``h``
+    (``h(low) ≤ 0 < h(high)``, ``h(low)`` never evaluated: taken as ``−∞``) after ``steps``
+    evaluations: ``low`` with ``h(low) ≤ 0`` always.
+
+    Each step evaluates one point inside the bracket and keeps the half it tells: regula falsi
+    with the Illinois rule (the end kept twice in a row has its value halved) once both ends'
+    values are finite; before a feasible value is known, a secant step from the infeasible end
+    (slope ``slope`` at first: a divergence's level near the constant mechanism grows like
+    ``(1 − t)²``, ``h`` like ``2u``); bisection where a value is infinite. Every point is kept at
+    least 1/64 of the bracket from its ends, so the bracket shrinks by that at least; on a
+    nearly linear ``h`` both ends converge superlinearly.
+
+    Args:
+      h: a scalar function, non-decreasing, possibly ``±∞``.
+      low, high: the bracket (``low < high``).
+      h_high: ``h(high) > 0``.
+      steps: evaluations of ``h``.
+      slope: the first secant step's slope guess.
+    Returns:
+      ``low`` of the final bracket (``h ≤ 0`` there, or the initial ``low``).
+    """
+    neg_inf = jnp.full_like(h_high, -jnp.inf)
+    # state: bracket, its ends' values (Illinois-scaled), the last infeasible point before the
+    # current high (for the secant) and which end moved last (+1 high, −1 low, 0 none)
+    state = (low, high, neg_inf, h_high, high, h_high, jnp.zeros_like(h_high))
+
+    def body(_, state):
+        low, high, h_low, h_high, prev, h_prev, moved = state
+        width = high - low
+        both = jnp.isfinite(h_low) & jnp.isfinite(h_high)
+        falsi = low + width * (-h_low) / jnp.where(both, h_high - h_low, 1.0)
+        # secant through (prev, high) where it has two infeasible points, else the slope guess
+        run = high - prev
+        rise = h_high - h_prev
+        secant_slope = jnp.where((run > 0) & (rise > 0) & jnp.isfinite(rise),
+                                 rise / jnp.where(run > 0, run, 1.0), slope)
+        secant = high - jnp.where(jnp.isfinite(h_high), h_high, 0.0) / secant_slope
+        middle = low + 0.5 * width
+        point = jnp.where(both, falsi, jnp.where(jnp.isfinite(h_high), secant, middle))
+        guard = width / 64.0
+        point = jnp.clip(jnp.where(jnp.isnan(point), middle, point), low + guard, high - guard)
+        value = h(point)
+        ok = value <= 0
+        # Illinois: the end that stays for the second time in a row has its value halved
+        keep_high_again = ok & (moved < 0) & jnp.isfinite(value)
+        keep_low_again = ~ok & (moved > 0)
+        new_low = jnp.where(ok, point, low)
+        new_h_low = jnp.where(ok, value, jnp.where(keep_low_again, 0.5 * h_low, h_low))
+        new_high = jnp.where(ok, high, point)
+        new_h_high = jnp.where(ok, jnp.where(keep_high_again, 0.5 * h_high, h_high), value)
+        new_prev = jnp.where(ok, prev, high)
+        new_h_prev = jnp.where(ok, h_prev, h_high)
+        new_moved = jnp.where(ok, -jnp.ones_like(moved), jnp.ones_like(moved))
+        return new_low, new_high, new_h_low, new_h_high, new_prev, new_h_prev, new_moved
+
+    return jax.lax.fori_loop(0, steps, body, state)[0]

@@ -16,7 +16,7 @@ import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxpriv import registry
-from jaxpriv.engines.search_objective import Params, build, objective
+from jaxpriv.engines.search_objective import Params, build, objective_and_score
 from jaxpriv.kernels import fused
 
 
@@ -71,19 +71,23 @@ def make_segment(config, optimizer: optax.GradientTransformation):
     def restart_step(params, opt_state, best_params, best_score, x, step):
         fraction = jnp.minimum(step / config.steps, 1.0)
         temperature = t0 * (t1 / t0) ** fraction
-        # optax minimizes: descend on the negated objective
-        grads = jax.grad(lambda q: -objective(q, x, eps, relation, setup, options,
-                                              temperature))(params)
-        # a non-finite gradient (never expected) must not poison the restart
-        grads = jax.tree_util.tree_map(lambda g: jnp.where(jnp.isfinite(g), g, 0.0), grads)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        params = optax.apply_updates(params, updates)
-        score = objective(params, x, eps, relation, setup, options, None)
+        # optax minimizes: descend on the negated objective; the same pass scores the current
+        # iterate by the hard objective (one premise retraction per step, not two)
+        def loss(q):
+            smooth, hard = objective_and_score(q, x, eps, relation, setup, options, temperature)
+            return -smooth, hard
+
+        (_, score), grads = jax.value_and_grad(loss, has_aux=True)(params)
         score = jnp.where(jnp.isfinite(score), score, -jnp.inf)
         better = score > best_score
         best_params = jax.tree_util.tree_map(lambda b, p: jnp.where(better, p, b), best_params,
                                              params)
-        return params, opt_state, best_params, jnp.maximum(score, best_score)
+        best_score = jnp.maximum(score, best_score)
+        # a non-finite gradient (never expected) must not poison the restart
+        grads = jax.tree_util.tree_map(lambda g: jnp.where(jnp.isfinite(g), g, 0.0), grads)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        params = optax.apply_updates(params, updates)
+        return params, opt_state, best_params, best_score
 
     # vmap over restarts, then over grid points
     over_restarts = jax.vmap(restart_step, in_axes=(0, 0, 0, 0, None, None))

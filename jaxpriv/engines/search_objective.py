@@ -136,13 +136,33 @@ def log_conclusion(mech: Mechanism, gates, relation, options, temperature):
     return log_y, None
 
 
-def objective(params: Params, x, eps, relation, setup, options, temperature):
-    """``log(conclusion) − log(bound(x, parameter))``: the log of the inverse slack at the grid
-    point (the bound at the grid's ``ε`` where it is gridded, at the measured parameter where
-    the bound scales with it)."""
-    mech = build(params, x, eps, relation, setup, temperature)
+def objective_of(mech: Mechanism, params: Params, x, eps, relation, setup, options,
+                 temperature):
+    """:func:`objective` of the mechanism ``params`` built (its gates come from ``params``)."""
     gates = params.gates if setup.gates else None
     log_y, log_param = log_conclusion(mech, gates, relation, options, temperature)
     if relation.scales_with_parameter:
         return log_y - jnp.log(relation.bound(x, 1.0)) - log_param
     return log_y - jnp.log(relation.bound(x, eps))
+
+
+def objective(params: Params, x, eps, relation, setup, options, temperature):
+    """``log(conclusion) − log(bound(x, parameter))``: the log of the inverse slack at the grid
+    point (the bound at the grid's ``ε`` where it is gridded, at the measured parameter where
+    the bound scales with it)."""
+    mech = build(params, x, eps, relation, setup, temperature)
+    return objective_of(mech, params, x, eps, relation, setup, options, temperature)
+
+
+def objective_and_score(params: Params, x, eps, relation, setup, options, temperature):
+    """:func:`objective` at ``temperature`` (to differentiate) and, without a derivative, the
+    hard one (``temperature=None``: what picks the best iterate), sharing the premise
+    retraction where it does not depend on the temperature (a root-found retraction, the
+    costly part of a search step; a closed-form one is rebuilt hard)."""
+    mech = build(params, x, eps, relation, setup, temperature)
+    smooth = objective_of(mech, params, x, eps, relation, setup, options, temperature)
+    if registry.notion(relation.premise).retract is not None:
+        mech = build(params, x, eps, relation, setup, None)
+    stopped = jax.tree_util.tree_map(jax.lax.stop_gradient, (mech, params))
+    hard = objective_of(stopped[0], stopped[1], x, eps, relation, setup, options, None)
+    return smooth, hard
