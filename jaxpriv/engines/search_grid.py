@@ -23,7 +23,7 @@ from jaxpriv import registry
 from jaxpriv.core.mechanisms import Mechanism
 from jaxpriv.engines import certify, io, runstate
 from jaxpriv.engines.search_loop import SearchState
-from jaxpriv.engines.search_objective import Params, build, objective
+from jaxpriv.engines.search_objective import Params, build, objective_of
 from jaxpriv.kernels import fused
 
 MAX_WITNESSES = 100
@@ -46,55 +46,83 @@ def candidate_mechanisms(config, params: Params) -> Mechanism:
         eps = jnp.float64(config.param)
         mech = jax.vmap(jax.vmap(lambda p, x: build(p, x, eps, relation, setup),
                                  in_axes=(0, None)))(p64, grid)
-        values = None
-        if setup.gates:
-            G, T, m = np.shape(params.gates)
-            rounded = (p64.gates > 0)[:, :, None, :]
-            singles = jnp.broadcast_to(jnp.eye(m, dtype=bool), (G, T, m, m))
-            values = jnp.where(jnp.concatenate([rounded, singles], axis=2), FAIL_VALUE, 0.0)
-        V = 1 if values is None else values.shape[2]
+        return _with_gate_sets(config, mech, p64)
 
-        def widen(a):
-            return jnp.broadcast_to(a[:, :, None], a.shape[:2] + (V,) + a.shape[2:])
 
-        return Mechanism(widen(mech.log_K), widen(mech.log_prior), widen(mech.log_belief),
-                         values, mech.records)
+def _with_gate_sets(config, mech: Mechanism, p64: Params) -> Mechanism:
+    """``(G, T, n, m)`` float64 mechanisms widened to ``(G, T, V, n, m)``: ``V = 1``, or with
+    gates one binary gate set per ``V`` (see :func:`candidate_mechanisms`)."""
+    values = None
+    if config.setup.gates:
+        G, T, m = np.shape(p64.gates)
+        rounded = (p64.gates > 0)[:, :, None, :]
+        singles = jnp.broadcast_to(jnp.eye(m, dtype=bool), (G, T, m, m))
+        values = jnp.where(jnp.concatenate([rounded, singles], axis=2), FAIL_VALUE, 0.0)
+    V = 1 if values is None else values.shape[2]
+
+    def widen(a):
+        return jnp.broadcast_to(a[:, :, None], a.shape[:2] + (V,) + a.shape[2:])
+
+    return Mechanism(widen(mech.log_K), widen(mech.log_prior), widen(mech.log_belief),
+                     values, mech.records)
 
 
 def float64_scores(config, params: Params) -> np.ndarray:
     """The hard objective of every ``(grid point, restart)`` in float64, shape ``(G, R)``."""
+    with jax.enable_x64(True):
+        return np.asarray(jax.jit(lambda p: _float64_built(config, p)[0],
+                                  compiler_options=fused.program_options(config.n, config.m,
+                                                                         work=0))(params))
+
+
+def _float64_built(config, params: Params) -> tuple[jax.Array, Mechanism, Params]:
+    """Every ``(grid point, restart)``'s float64 mechanism (built from scratch) and its hard
+    objective (``(G, R)``; ``−∞`` where not finite), and the float64 parameters."""
     relation = registry.get(config.relation)
     setup = config.setup
     options = config.options
+    eps = jnp.float64(config.param)
 
-    def score(p, x):
-        value = objective(p, x, jnp.float64(config.param), relation, setup, options, None)
-        return jnp.where(jnp.isfinite(value), value, -jnp.inf)
+    def one(p, x):
+        mech = build(p, x, eps, relation, setup)
+        value = objective_of(mech, p, x, eps, relation, setup, options, None)
+        return jnp.where(jnp.isfinite(value), value, -jnp.inf), mech
 
-    with jax.enable_x64(True):
-        p64 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), params)
-        grid = jnp.asarray(config.grid, jnp.float64)
-        return np.asarray(jax.jit(jax.vmap(jax.vmap(score, in_axes=(0, None))),
-                                  compiler_options=fused.program_options(config.n, config.m,
-                                                                         work=0))(
-            p64, grid))
+    p64 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), params)
+    grid = jnp.asarray(config.grid, jnp.float64)
+    scores, mechs = jax.vmap(jax.vmap(one, in_axes=(0, None)))(p64, grid)
+    return scores, mechs, p64
 
 
 def _checked_candidates(config, params: Params
-                        ) -> tuple[Mechanism, registry.CheckResult]:
-    """:func:`candidate_mechanisms` and the relation's float64 arithmetic on them, compiled as
-    one program (op-by-op, the first call spent seconds compiling hundreds of small ops)."""
+                        ) -> tuple[np.ndarray, Mechanism, registry.CheckResult]:
+    """Every restart's float64 score, the ``top`` best of each grid point (``(G, T)``, best
+    first) as :func:`candidate_mechanisms` (the same float64 mechanisms, built once) and the
+    relation's float64 arithmetic on them, compiled as one program (op-by-op, the first call
+    spent seconds compiling hundreds of small ops; two programs built every mechanism twice)."""
     relation = registry.get(config.relation)
     options = config.options
 
-    def build_and_check(p):
-        mechs = candidate_mechanisms(config, p)
-        return mechs, tuple(registry.evaluate(relation, mechs, **options)[1:])
+    def score_build_and_check(p):
+        scores, mechs, p64 = _float64_built(config, p)
+        # best first; ties (−∞ included) in restart order, as NumPy's stable argsort
+        order = jnp.argsort(-scores, axis=1, stable=True)[:, :config.top]
+
+        def top(a):
+            index = order.reshape(order.shape + (1,) * (a.ndim - 2))
+            return jnp.take_along_axis(a, index, axis=1)
+
+        chosen = Mechanism(top(mechs.log_K), top(mechs.log_prior), top(mechs.log_belief),
+                           None, mechs.records)
+        chosen = _with_gate_sets(config, chosen, jax.tree_util.tree_map(top, p64))
+        return order, chosen, tuple(registry.evaluate(relation, chosen, **options)[1:])
 
     with jax.enable_x64(True):
-        mechs, arrays = jax.jit(build_and_check, compiler_options=fused.program_options(
-            config.n, config.m, work=0))(params)
-        return mechs, registry.CheckResult(relation.id, *(np.asarray(a) for a in arrays))
+        order, mechs, arrays = jax.jit(score_build_and_check,
+                                       compiler_options=fused.program_options(
+                                           config.n, config.m, work=0))(params)
+        return (np.asarray(order), mechs,
+                registry.CheckResult(relation.id, *(np.asarray(a) for a in arrays)))
 
 
 def evaluate_grid(config, state: SearchState, out_dir: Path | None
@@ -108,11 +136,8 @@ def evaluate_grid(config, state: SearchState, out_dir: Path | None
     setup = config.setup
     options = config.options
     best = jax.tree_util.tree_map(np.asarray, state.best_params)
-    scores = float64_scores(config, best)
-    order = np.argsort(-scores, axis=1, kind="stable")[:, :config.top]  # (G, T)
-    rows_index = np.arange(len(config.grid))[:, None]
-    mechs, checked = _checked_candidates(config, jax.tree_util.tree_map(
-        lambda a: a[rows_index, order], best))  # checked: float64 arrays (G, T, V)
+    # order: (G, T) restarts, best float64 score first; checked: float64 arrays (G, T, V)
+    order, mechs, checked = _checked_candidates(config, best)
     x = np.asarray(config.grid)[:, None, None]
     with jax.enable_x64(True):
         used = checked.parameter if not setup.gridded_parameter else np.full_like(
