@@ -49,45 +49,46 @@ def audit(tree: Path, out: Path, cache: Path, relations: str, budget: str) -> di
 
 
 def per_relation(out: Path) -> dict[str, dict]:
-    """``{relation: seconds}`` from an audit directory's summaries."""
+    """``{relation: figures}`` from an audit directory's summaries: each engine's compile and
+    run seconds (the audit summary's own ``seconds`` is the two runs' sum, compiles left out)."""
     summary = json.loads((out / "summary.json").read_text())
     rows = {}
     for entry in summary["relations"]:
         rid = entry["relation"]
-        row = {"total_s": entry.get("seconds"), "verdict": entry.get("verdict")}
+        row = {"verdict": entry.get("verdict")}
         for kind in ("sweep", "search"):
             path = out / rid / kind / "summary.json"
             if path.exists():
                 data = json.loads(path.read_text())
-                row[f"{kind}_compile_s"] = data.get("compile_seconds")
-                row[f"{kind}_run_s"] = data.get("seconds")
+                row[f"{kind}_compile_s"] = data.get("compile_seconds") or 0.0
+                row[f"{kind}_run_s"] = data.get("seconds") or 0.0
+        row["compile_s"] = row.get("sweep_compile_s", 0.0) + row.get("search_compile_s", 0.0)
+        row["run_s"] = row.get("sweep_run_s", 0.0) + row.get("search_run_s", 0.0)
         rows[rid] = row
     return rows
 
 
 def table(results: dict[str, dict]) -> str:
-    """A Markdown table of every relation: cold compile/run per engine, cold and warm totals."""
+    """A Markdown table of every relation (slowest first in the first run): per run its engines'
+    compile and run seconds (the sweep's and the search's together); then each run's sums
+    and the audit's wall time (2 workers: the sums exceed it)."""
     runs = list(results)
-    cold = results[runs[0]]["relations"]
-    head = ["relation", "sweep compile", "sweep run", "search compile", "search run"]
-    head += [f"{name} total" for name in runs]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    first = results[runs[0]]["relations"]
+    head = ["relation"] + [f"{name} {part}" for name in runs for part in ("compile s", "run s")]
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
 
-    def cell(value):
-        return "—" if value is None else f"{value:.1f}"
+    def cells(name, rid):
+        row = results[name]["relations"].get(rid)
+        return ["—", "—"] if row is None else [f"{row['compile_s']:.1f}", f"{row['run_s']:.1f}"]
 
-    order = sorted(cold, key=lambda rid: -(cold[rid]["total_s"] or 0.0))
-    for rid in order:
-        row = cold[rid]
-        cells = [rid] + [cell(row.get(k)) for k in ("sweep_compile_s", "sweep_run_s",
-                                                     "search_compile_s", "search_run_s")]
-        cells += [cell(results[name]["relations"].get(rid, {}).get("total_s")) for name in runs]
-        lines.append("| " + " | ".join(cells) + " |")
-    sums = ["**sum of relations**", "", "", "", ""]
-    sums += [f"**{sum(r.get('total_s') or 0.0 for r in results[n]['relations'].values()):.0f}**"
-             for n in runs]
-    walls = ["**audit wall time**", "", "", "", ""]
-    walls += [f"**{results[n]['wall_s']:.0f}**" for n in runs]
+    for rid in sorted(first, key=lambda r: -(first[r]["compile_s"] + first[r]["run_s"])):
+        lines.append("| " + " | ".join([rid] + [c for n in runs for c in cells(n, rid)]) + " |")
+    sums = ["**sum**"]
+    for name in runs:
+        rows = results[name]["relations"].values()
+        sums += [f"**{sum(r['compile_s'] for r in rows):.0f}**",
+                 f"**{sum(r['run_s'] for r in rows):.0f}**"]
+    walls = ["**audit wall time**"] + [c for n in runs for c in (f"**{results[n]['wall_s']:.0f}**", "")]
     return "\n".join(lines + ["| " + " | ".join(sums) + " |", "| " + " | ".join(walls) + " |"])
 
 

@@ -6,7 +6,8 @@ A candidate ``K`` is mixed with the constant mechanism ``U`` (rows ``1/m``):
 in ``t``, and ``t = 1`` has level 0. The least ``t`` with ``level ≤ x`` therefore retracts ``K``
 onto the premise set, and is the identity on feasible mechanisms (``t = 0``).
 
-* :func:`bisect_keep` finds it for **any** such notion by bisection on ``t`` (in log space of
+* :func:`bisect_keep` finds it for **any** such notion by a bracketed root finder on ``t``
+  (:func:`bracketed_root`: secant and Illinois steps, safeguarded; in log space of
   ``1 − t``), with the gradient of the implicit function ``level(K_t(θ)) = x`` (so optax sees how
   the retracted mechanism moves with the parameters); it lands on the feasible side of the
   bracket, inside the premise by a relative margin.

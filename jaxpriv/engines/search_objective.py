@@ -7,7 +7,7 @@ Constraint handling is an exact, feasibility-preserving retraction rather than a
 (rows ``1/m``): ``K_t = (1−t)K + tU``, a post-processing, so every premise notion that obeys data
 processing is non-increasing in ``t``; the least ``t`` with premise ``≤ x`` comes from the
 notion's closed form where its record has one (LDP, MBP, the database notions) and otherwise
-from a bisection on ``t`` with the implicit function's gradient. The retraction is the identity
+from a bracketed root finder on ``t`` with the implicit function's gradient. The retraction is the identity
 on feasible mechanisms (``t = 0``), so every feasible mechanism is reachable, and every iterate
 is feasible: no multiplier to tune and no witness that misses its premise. The same trick
 keeps the prior ``ε``-close to uniform (mix with the uniform prior) and the belief ``ε``-close to
@@ -67,7 +67,7 @@ class Params(NamedTuple):
 def premise_keep(relation, mech: Mechanism, x, temperature=None):
     """``log(1 − t)`` for the least ``t`` such that ``(1−t)K + t/m`` has ``premise ≤ x`` (0 if
     ``K`` already has): the premise notion's closed form where its record has one (``retract``;
-    ``temperature`` smooths its min over entries), else the generic bisection
+    ``temperature`` smooths its min over entries), else the generic root finder
     (:func:`jaxpriv.core.retractions.bisect_keep`) on its reference level."""
     premise = registry.notion(relation.premise)
     if premise.retract is not None:
