@@ -269,19 +269,17 @@ def zcdp_pair(log_P, log_Q):
     the envelope theorem's (Danskin: ``∂ρ/∂θ = ∂(D_α/α)/∂θ`` at the maximizing order), one
     Rényi evaluation's, not the search's (whose reverse pass through the grid and the golden
     loop dominated the zCDP-premise searches' compile and run time)."""
-    stopped_P, stopped_Q = jax.lax.stop_gradient(log_P), jax.lax.stop_gradient(log_Q)
-    u_best, at_kl = _zcdp_order(stopped_P, stopped_Q)
-    kl = kl_pair(log_P, log_Q)
-    d_inf = ldp_pair(stopped_P, stopped_Q)
-    infinite = jnp.isinf(d_inf)
+    u_best, at_kl, infinite = _zcdp_order(jax.lax.stop_gradient(log_P),
+                                          jax.lax.stop_gradient(log_Q))
+    kl = kl_pair(log_P, log_Q)  # again, with its derivative
     on_order = renyi_over_order(log_P, log_Q, 1.0 + jnp.exp(u_best))
     value = jnp.where(at_kl, kl, on_order)
     return jnp.where(infinite, jnp.inf, jnp.where(kl > 0, value, 0.0))
 
 
 def _zcdp_order(log_P, log_Q):
-    """The order ``u = log(α − 1)`` of :func:`zcdp_pair`'s max, and whether the α → 1 limit (KL)
-    is the max instead (no derivative: the caller recomputes the value there)."""
+    """The order ``u = log(α − 1)`` of :func:`zcdp_pair`'s max, whether the α → 1 limit (KL) is
+    the max instead, and whether ``D_∞ = ∞`` (no derivative: the caller recomputes the value)."""
     dtype = log_P.dtype
     kl = kl_pair(log_P, log_Q)
     d_inf = ldp_pair(log_P, log_Q)
@@ -331,7 +329,7 @@ def _zcdp_order(log_P, log_Q):
     refined = jnp.maximum(gc, gd)
     on_grid_best = jnp.max(on_grid, axis=-1)
     u_best = jnp.where(refined >= on_grid_best, u_refined, u_best)
-    return u_best, kl >= jnp.maximum(refined, on_grid_best)
+    return u_best, kl >= jnp.maximum(refined, on_grid_best), infinite
 
 
 def _sorted_by(key, *values):

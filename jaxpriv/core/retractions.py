@@ -212,20 +212,16 @@ def bisect_keep(level: Callable[[Mechanism], jax.Array], mech: Mechanism, x,
     def g(u):
         return level(mix_constant(mech, u)) - target
 
+    def log_over_target(value):  # −∞ where the level is 0, +∞ where it is
+        positive = value > 0
+        return jnp.where(positive, jnp.log(jnp.where(positive, value, 1.0)) - jnp.log(target),
+                         -jnp.inf)
+
     def solve(f, u0):
-        log_target = jnp.log(target)
-
-        def h(u):  # log(level/target): −∞ where the level is 0, +∞ where it is
-            value = f(u) + target
-            positive = value > 0
-            return jnp.where(positive, jnp.log(jnp.where(positive, value, 1.0)) - log_target,
-                             -jnp.inf)
-
         # the bracket starts from u0 so that it carries u0's sharding (shard_map: varying);
-        # h(u0 = 0) is the unmixed level, known
-        h_zero = jnp.where(at_zero > 0, jnp.log(jnp.where(at_zero > 0, at_zero, 1.0)) -
-                           log_target, -jnp.inf)
-        return bracketed_root(h, u0 - 40.0, u0, h_zero + 0.0 * u0, steps)
+        # at u0 = 0 the level is the unmixed one, known
+        return bracketed_root(lambda u: log_over_target(f(u) + target), u0 - 40.0, u0,
+                              log_over_target(at_zero) + 0.0 * u0, steps)
 
     def tangent_solve(linear, y):
         slope = linear(jnp.ones_like(y))

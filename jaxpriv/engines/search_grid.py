@@ -38,14 +38,8 @@ def candidate_mechanisms(config, params: Params) -> Mechanism:
     point), built again from scratch with the retraction in float64 at each grid point, as one
     batch ``(G, T, V, n, m)``. ``V = 1``, except with gates (PAC notions): one per binary gate set tried (the
     gates rounded, then each single failing output)."""
-    relation = registry.get(config.relation)
-    setup = config.setup
     with jax.enable_x64(True):
-        p64 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), params)
-        grid = jnp.asarray(config.grid, jnp.float64)
-        eps = jnp.float64(config.param)
-        mech = jax.vmap(jax.vmap(lambda p, x: build(p, x, eps, relation, setup),
-                                 in_axes=(0, None)))(p64, grid)
+        _, mech, p64 = _float64_built(config, params)
         return _with_gate_sets(config, mech, p64)
 
 
