@@ -87,12 +87,15 @@ def main():
 
     log_K = mechanisms(args.count)
     exact, rate, compile_seconds = jaxpriv_rate(log_K, args.k, args.delta)
-    result = {"cpu": cpu_name(), "k": args.k, "delta": args.delta, "count": args.count,
+    backend = jax.default_backend()
+    device = cpu_name() if backend == "cpu" else f"{jax.devices()[0].device_kind} ({backend})"
+    result = {"cpu": cpu_name(), "jaxpriv_device": device, "k": args.k, "delta": args.delta,
+              "count": args.count,
               "jaxpriv_mechanisms_per_second": rate, "jaxpriv_compile_seconds": compile_seconds}
     print(f"{result['cpu']}: {args.count} random 4×4 mechanisms (LDP ≤ 1), k = {args.k}, "
           f"δ = {args.delta:g}")
     print(f"  jaxpriv exact eps_composed (float64)  {rate:10.2f} mechanisms/s  "
-          f"(compile {compile_seconds:.1f} s)")
+          f"(compile {compile_seconds:.1f} s; on {device})")
     try:
         library, library_per_second = library_rate(log_K[:args.library_count], args.k,
                                                    args.delta)
@@ -103,7 +106,8 @@ def main():
         result.update(library_mechanisms_per_second=library_per_second,
                       ratio=rate / library_per_second, library_minus_exact_min=float(gap.min()),
                       library_minus_exact_max=float(gap.max()))
-        print(f"  dp-accounting PLD, 12 pairs each       {library_per_second:10.2f} mechanisms/s")
+        print(f"  dp-accounting PLD, 12 pairs each       {library_per_second:10.2f} mechanisms/s  "
+              f"(on the host CPU, one core)")
         print(f"  ratio jaxpriv / dp-accounting          {rate / library_per_second:10.2f}×")
         print(f"  dp-accounting − exact ε: [{gap.min():.3g}, {gap.max():.3g}] "
               f"(≥ 0: its pessimistic estimate is an upper bound here)")
