@@ -8,7 +8,8 @@ Usage:
                                                                run both (DIR/seed0, DIR/seed1)
 
 A verdict's class is its label without the number ("loose", "tight", "tight only …",
-"violated", ...). Exit status 0 when every relation agrees (class, and ×k within 2% for an
+"violated", ...). Beside the least slack anywhere ("moved"), the least slack over the premise
+grid ("on grid", :attr:`jaxpriv.audit.Verdict.grid_slack`) and how far it moved. Exit status 0 when every relation agrees (class, and ×k within 2% for an
 uncertified loose verdict; a certified one is exact and must agree to 1e-6), 1 otherwise.
 """
 
@@ -53,9 +54,12 @@ def compare(a: dict[str, dict], b: dict[str, dict]) -> list[dict]:
         agree = cx == cy
         if agree and cx == "loose" and moved is not None:
             agree = moved <= (1e-6 if certified else TOLERANCE)
+        gx, gy = x.get("grid_slack"), y.get("grid_slack")
+        grid_moved = (abs(gy - gx) / abs(gx) if gx not in (None, 0.0, float("inf"))
+                      and gy is not None else None)
         rows.append({"relation": rid, "a": x["verdict"], "b": y["verdict"],
                      "kind": x.get("kind"), "slack_a": sx, "slack_b": sy, "moved": moved,
-                     "agree": agree})
+                     "grid_a": gx, "grid_b": gy, "grid_moved": grid_moved, "agree": agree})
     return rows
 
 
@@ -89,11 +93,12 @@ def main(argv=None) -> int:
     rows = compare(load(runs[0]), load(runs[1]))
     width = max(len(r["relation"]) for r in rows)
     print(f"{'relation':<{width}}  {'verdict, ' + runs[0].name:<42} {'verdict, ' + runs[1].name:<42}"
-          f" moved")
+          f" {'moved':>7} {'on grid':>9}")
     for r in rows:
         moved = "" if r["moved"] is None else f"{100 * r['moved']:.2f}%"
+        grid = "" if r["grid_moved"] is None else f"{100 * r['grid_moved']:.2f}%"
         flag = "" if r["agree"] else "  <-- differs"
-        print(f"{r['relation']:<{width}}  {r['a']:<42} {r['b']:<42} {moved}{flag}")
+        print(f"{r['relation']:<{width}}  {r['a']:<42} {r['b']:<42} {moved:>7} {grid:>9}{flag}")
     differ = [r for r in rows if not r["agree"]]
     print(f"\n{len(rows) - len(differ)} of {len(rows)} relations agree (verdict class; "
           f"uncertified ×k within {TOLERANCE:.0%}, certified within 1e-6)")

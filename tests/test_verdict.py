@@ -161,10 +161,24 @@ def test_a_bound_approached_only_at_an_extreme_says_so(tmp_path, rows, label):
                                conclusion="chi2", bound=lambda x, *p: 2.0 * x))
     try:
         _runs(tmp_path, "LIMIT1", rows)
-        v = audit.assess("LIMIT1", tmp_path, _config("LIMIT1"))
+        config = _config("LIMIT1")
+        v = audit.assess("LIMIT1", tmp_path, config)
     finally:
         registry.unregister("LIMIT1")
     assert v.verdict == label
+    # beside it, the least slack over the premise grid (levels ≤ the search grid's largest):
+    # the row at 380.6 is outside, so the grid's least is the 2.0 or 0.5 row's
+    top = max(config.grid)
+    inside = [(x, b / y) for x, y, b in rows if x <= top]
+    x_least, least = min(inside, key=lambda r: r[1])
+    assert v.grid_top == top == 3.0
+    assert v.grid_slack == pytest.approx(least) and v.grid_premise == x_least
+    from jaxpriv.report import grid_text
+    text = grid_text(v._asdict())
+    if least == pytest.approx(v.worst_slack, rel=1e-4):
+        assert text == "same"
+    else:
+        assert text == f"{least:.4g} at x = {x_least:.4g} (x ≤ 3)"
 
 
 def test_a_certificate_that_depends_on_n_is_taken_at_every_n_drawn(tmp_path):

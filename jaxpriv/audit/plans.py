@@ -65,7 +65,8 @@ class Budget:
 
 
 BUDGETS: dict[str, Budget] = {
-    # under 3 minutes on a 2-core CPU, compile time included (most of it)
+    # about 15 minutes on a 2-core CPU with empty caches (compile time most of it), 6 warm;
+    # the target is 3 (issue 35, benchmarks/bench_audit.py)
     "quick": Budget("quick", sweep_count=20_000, sweep_n=4, sweep_m=4, search_n=3, search_m=3,
                     grid=(0.1, 3.0, 6), param=0.5, restarts=16, steps=300, k=2, r=2,
                     database_m=3, stat_count=8_192, t_max=2_000, draws=500, stat_grid=6,

@@ -74,6 +74,14 @@ class Verdict(NamedTuple):
         (``None``: nowhere the audit looked).
       nan_count: the sweep's mechanisms with a NaN level or bound (a notion's or a plugin's
         bug: counted and reported, never read as holding).
+      grid_slack: the least slack over the audit's premise grid — the points found (and the
+        certified curve) whose premise is at most the search grid's largest level
+        ``grid_top``, the region a reader of the claim cares about — beside ``worst_slack``,
+        the least anywhere (a sweep draws far beyond the grid: D6's least slack sits at Rényi
+        level 139, its slack over levels ≤ 3 is ×1.6). ``None`` where no point lies there or
+        the relation has no premise grid (statistical claims).
+      grid_premise: the premise of that point.
+      grid_top: the grid's largest premise level.
     """
 
     relation: str
@@ -96,6 +104,9 @@ class Verdict(NamedTuple):
     seconds: float
     vacuous: str | None = None
     nan_count: int = 0
+    grid_slack: float | None = None
+    grid_premise: float | None = None
+    grid_top: float | None = None
 
 
 def _candidates(out: Path, rid: str, kind: str) -> tuple[dict, list[dict]]:
@@ -194,6 +205,24 @@ def _only_in_the_limit(relation, worst, points) -> str | None:
     return None
 
 
+def _least_on_grid(relation, search_config, points) -> dict:
+    """``{grid_slack, grid_premise, grid_top}`` of :class:`Verdict`: the least slack among
+    ``points`` (found, violations included, and the certified curve's) whose premise lies in
+    ``[0, grid_top]``, the search grid's largest level."""
+    grid = getattr(search_config, "grid", None)
+    if relation.kind != "mechanism" or grid is None or not len(grid):
+        return {}
+    top = float(np.max(np.asarray(grid, np.float64)))
+    inside = [p for p in points if p.get("premise") is not None and np.isfinite(p["premise"])
+              and 0.0 <= p["premise"] <= top * (1 + 1e-9) and p.get("slack") is not None
+              and not np.isnan(p["slack"])]
+    if not inside:
+        return {"grid_top": top}
+    least = min(inside, key=lambda p: p["slack"])
+    return {"grid_slack": _finite(least["slack"]), "grid_premise": _finite(least["premise"]),
+            "grid_top": top}
+
+
 def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
     """Condense a relation's sweep and search run directories (and its certified envelope on
     the search grid) into a :class:`Verdict`; see the module docstring for the rules."""
@@ -263,6 +292,7 @@ def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
         limit = _only_in_the_limit(relation, worst, points + curve)
         if limit:
             verdict = f"tight only {limit}"
+    on_grid = _least_on_grid(relation, search_config, points + curve)
     note = _vacuous_note(relation, vacuous, points, ceiling) if ceiling is not None else None
     if worst is None and vacuous and not violated:
         verdict = (f"vacuous: the bound is within {TIGHT_SLACK - 1:.0%} of the largest value "
@@ -288,7 +318,7 @@ def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
         search_max_gap=search_summary.get("max_gap"),
         seconds=float(sweep_summary.get("seconds", 0.0)) + float(search_summary.get("seconds",
                                                                                     0.0)),
-        vacuous=note, nan_count=int(sweep_summary.get("nan_count", 0) or 0))
+        vacuous=note, nan_count=int(sweep_summary.get("nan_count", 0) or 0), **on_grid)
 
 
 def verdict_label(violated: bool, worst_slack: float | None, *,

@@ -216,7 +216,8 @@ def _audit_parser(sub) -> None:
     p = sub.add_parser("audit", help="sweep, search and certify every relation; write a "
                        "report (the main job)")
     p.add_argument("--budget", default="quick",
-                   help="quick (< 3 min on 2 CPU cores), standard, or full (overnight / GPU)")
+                   help="quick (~15 min on 2 CPU cores with empty caches, ~6 warm), standard, or "
+                   "full (overnight / GPU)")
     p.add_argument("--out", default="runs/audit", help="audit directory (default runs/audit; "
                    "an audit already there is resumed)")
     p.add_argument("--relations", default="all", help="comma list of ids or prefixes ending "

@@ -190,12 +190,16 @@ def _audit(args) -> int:
     width = max([4] + [len(v["relation"]) for v in summary["relations"]])
     kinds = {v["relation"]: report.kind_text(v) for v in summary["relations"]}
     column = max([12] + [len(k) for k in kinds.values()])
-    print(f"\n{'id':<{width}} {'verdict':<22} {'worst slack':>12}  {'envelope':<{column}} "
-          "witness")
+    said = max([7] + [len(v["verdict"]) for v in summary["relations"]])
+    grids = {v["relation"]: report.grid_text(v) for v in summary["relations"]}
+    wide = max([18] + [len(g) for g in grids.values()])
+    print(f"\n{'id':<{width}} {'verdict':<{said}} {'worst slack':>12}  "
+          f"{'on the premise grid':<{wide}}  {'envelope':<{column}} witness")
     for v in summary["relations"]:
         slack = "n/a" if v["worst_slack"] is None else f"{v['worst_slack']:.4g}"
-        print(f"{v['relation']:<{width}} {v['verdict']:<22} {slack:>12}  "
-              f"{kinds[v['relation']]:<{column}} {v['witness'] or ''}")
+        print(f"{v['relation']:<{width}} {v['verdict']:<{said}} {slack:>12}  "
+              f"{grids[v['relation']]:<{wide}}  {kinds[v['relation']]:<{column}} "
+              f"{v['witness'] or ''}")
     print(f"report: {args.out}/report.md, {args.out}/report.html "
           f"({summary['seconds']:.0f} s)")
     return 0

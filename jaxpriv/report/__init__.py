@@ -14,7 +14,8 @@ Every number written here is a float64 level the engine recomputed from the save
 
 from jaxpriv.audit.verdict import format_number
 from jaxpriv.engines.io import read_envelope
-from jaxpriv.report.audit_report import (AUDIT_OUTPUTS, audit_table, kind_text, run_audit,
+from jaxpriv.report.audit_report import (AUDIT_OUTPUTS, audit_table, grid_text, kind_text,
+                                         run_audit,
                                          write_audit)
 from jaxpriv.report.axes import (CERTIFIED, CLAIM, PANELS, SEARCH, SLACK_LABEL, SWEEP, VIOLATION,
                                  premise_label, value_label)
@@ -30,7 +31,7 @@ __all__ = ["AUDIT_OUTPUTS", "CERTIFIED", "CLAIM", "ENVELOPE_COLUMNS", "FIGURES",
            "SEARCH", "SEARCH_COLUMNS", "SLACK_LABEL", "STATISTICAL_COLUMNS", "SWEEP",
            "VIOLATION", "audit_table", "certificate_context", "claimed_and_certified",
            "draw_mechanism", "draw_relation", "draw_statistical", "format_number",
-           "grid_legend", "kind_text", "plot_envelope", "plot_grid", "plot_relation",
+           "grid_legend", "grid_text", "kind_text", "plot_envelope", "plot_grid", "plot_relation",
            "plot_search", "plot_statistical", "premise_label", "read_envelope", "run_audit",
            "search_writer", "sweep_envelope", "value_label", "write_audit", "write_csv",
            "write_json", "write_search", "write_statistical", "write_sweep"]

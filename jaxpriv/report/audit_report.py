@@ -31,14 +31,28 @@ def _where_text(v: dict) -> str:
     return ", ".join(parts) or "—"
 
 
+def grid_text(v: dict) -> str:
+    """The least slack over the audit's premise grid (:attr:`Verdict.grid_slack`), or "same"
+    where it equals the least slack anywhere to the 4 digits shown (it lies inside the grid)."""
+    top, slack = v.get("grid_top"), v.get("grid_slack")
+    if top is None:
+        return "—"
+    if slack is None:
+        return f"no point found at x ≤ {top:.4g}"
+    if v["worst_slack"] is not None and abs(slack - v["worst_slack"]) <= 1e-4 * abs(slack):
+        return "same"
+    return f"{format_number(slack)} at x = {v['grid_premise']:.4g} (x ≤ {top:.4g})"
+
+
 def audit_table(summary: dict) -> tuple[list[str], list[list[str]]]:
     """The report's summary table: header and one row of text cells per relation."""
     header = ["relation", "source", "condition", "worst slack", "where", "verdict",
-              "envelope", "witness"]
+              "on the premise grid", "envelope", "witness"]
     rows = []
     for v in summary["relations"]:
         rows.append([v["relation"], "; ".join(v["sources"]), v["condition"], _slack_text(v),
-                     _where_text(v), v["verdict"], kind_text(v), v["witness"] or "—"])
+                     _where_text(v), v["verdict"], grid_text(v), kind_text(v),
+                     v["witness"] or "—"])
     return header, rows
 
 
@@ -69,7 +83,10 @@ def write_audit(out: Path, summary: dict) -> None:
     intro = (f"Budget **{summary['budget']}**, seed {summary['seed']}, "
              f"{summary['seconds']:.0f} s. Slack = claimed bound / attained value; below 1 is "
              f"a violation (every one re-verified in float64 from its witness file), at most "
-             f"{summary['tight_slack']} reads *tight*. *certified*: the exact envelope is known "
+             f"{summary['tight_slack']} reads *tight*. *on the premise grid*: the least slack over "
+             f"premise levels up to the search grid's largest (the region a claim is read in), "
+             f"beside the least anywhere the sweep drew (\"same\" where it lies inside). "
+             f"*certified*: the exact envelope is known "
              f"(docs/certified.md) and the least slack shown is exact over the certified region "
              f"(the search grid, extended towards 0 and across the condition parameter's "
              f"range); *certified bracket [l, u]*: the true least slack is proved to lie in "
@@ -112,6 +129,11 @@ def _details(v: dict) -> list[str]:
              f"({v['kind']})"]
     if v.get("vacuous"):
         lines.append(v["vacuous"])
+    if v.get("grid_top") is not None:
+        lines.append(f"least slack on the audit's premise grid (premise ≤ {v['grid_top']:.4g}): "
+                     + ("none found" if v.get("grid_slack") is None else
+                        f"{v['grid_slack']:.6g} at premise {v['grid_premise']:.4g}")
+                     + f"; anywhere: {_slack_text(v)}")
     if v.get("certified_slack") is not None:
         lines.append(f"certified least slack on the certified region: "
                      f"{v['certified_slack']:.6g}"
