@@ -172,6 +172,11 @@ def test_slack_conventions():
     s = np.asarray(registry.slack(np.array([1.0, np.inf, 2.0, 0.0, 1.0]),
                                    np.array([0.0, 1.0, np.inf, 0.0, 2.0])))
     np.testing.assert_array_equal(s, [np.inf, np.inf, 0.0, np.inf, 0.5])
+    # "0 ≤ 0" up to rounding (D16 at a constant mechanism: ML = 0, I = 1e-17) is 0/0, not 0;
+    # a conclusion above the tolerance over a zero bound still reads 0 (R12's violation)
+    s = np.asarray(registry.slack(np.array([0.0, 0.0, 1e-13, 2e-12, 1e-13]),
+                                  np.array([1e-17, 1e-3, 1e-14, 1e-13, 2e-12])))
+    np.testing.assert_allclose(s, [np.inf, 0.0, np.inf, 20.0, 0.05], rtol=1e-6)
 
 
 def test_r2_is_attained_by_4ary_rr_at_eps_2ln3_and_not_reported_violated(x64):

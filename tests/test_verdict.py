@@ -148,6 +148,11 @@ def test_a_notions_maximum_is_checked_and_set_for_the_bounded_ones():
     # least slack at the largest premise (a Rényi level of hundreds, say)
     ([(0.5, 1 / 1.6, 1.0), (5.0, 1 / 1.4, 1.0), (50.0, 1 / 1.2, 1.0), (380.6, 1 / 1.005, 1.0)],
      "tight only towards large kl (≥ 380.6)"),
+    # met exactly away from the largest premise too (D16's I ≤ ML at ln 2, ln 3, ln 4): plain
+    # tight, whichever of the equal slacks the stream put last
+    ([(0.3, 1 / 1.5, 1.0), (0.693, 1 / 1.0000001, 1.0), (1.0986, 1 / 1.0000002, 1.0),
+      (1.386, 1.0, 1.0)],
+     "tight"),
     # tight in the middle too: plain tight
     ([(0.001, 1 / 1.001, 1.0), (0.05, 1 / 1.005, 1.0), (0.5, 1 / 1.2, 1.0), (2.0, 1 / 1.3, 1.0)],
      "tight"),

@@ -18,11 +18,16 @@ from jaxpriv.registry.relations import Relation
 from jaxpriv.registry.store import notion
 
 
-def slack(bound, conclusion):
-    """``bound / conclusion`` with ``x/0 = +∞`` and ``∞/∞ = +∞`` (an infinite bound is vacuous)."""
+def slack(bound, conclusion, atol: float = ATOL):
+    """``bound / conclusion`` with ``x/0 = +∞`` and ``∞/∞ = +∞`` (an infinite bound is vacuous).
+
+    Where both are zero to the check's absolute tolerance (``bound ≤ atol`` and ``conclusion ≤
+    atol``: "0 ≤ 0" up to rounding) the slack is ``+∞`` as at an exact ``0/0``: D16's ``I(D;W) ≤
+    ML`` at a constant mechanism gave ``ML = 0`` and ``I = 1e-17`` (float64 rounding), slack 0, no
+    violation (within the tolerance) — and a verdict "tight" with least slack 0."""
     bound = jnp.asarray(bound)
     conclusion = jnp.asarray(conclusion)
-    vacuous = (conclusion <= 0) | jnp.isinf(bound)
+    vacuous = (conclusion <= 0) | jnp.isinf(bound) | ((conclusion <= atol) & (bound <= atol))
     ratio = bound / jnp.where(vacuous, 1.0, conclusion)
     return jnp.where(vacuous, jnp.inf, ratio)
 
@@ -55,7 +60,8 @@ def evaluate(relation: Relation, mech: Mechanism, *, parameter=None, rtol: float
         holds &= level_of(relation.requires) > 0
     bound = jnp.broadcast_to(jnp.asarray(relation.bound(x, used), x.dtype), x.shape)
     violated = holds & (y > bound * (1.0 + rtol) + atol)
-    return CheckResult(relation.id, x, measured, used, holds, y, bound, slack(bound, y), violated)
+    return CheckResult(relation.id, x, measured, used, holds, y, bound, slack(bound, y, atol),
+                       violated)
 
 
 def _where_defined(fn) -> str:
