@@ -201,10 +201,11 @@ LITERATURE = (
     Notion("delta", pair_notions.delta, doc="privacy profile δ(ε) = Σ max(0, P − e^ε Q) at ε = "
            "'epsilon' (default 1), max over ordered pairs", source=SPEC5, unit="probability",
            params={"epsilon": 1.0, **PAIRS}, post_processing=True,
-           label="privacy profile δ(ε = 1)", maximum=1.0),
+           label="privacy profile δ(ε = 1)", maximum=1.0, rare_outputs=True),
     Notion("eps_at_delta", pair_levels.eps_at_delta, doc="least ε ≥ 0 with δ(ε) ≤ 'delta' "
            "(default 1e-5), max over ordered pairs", source=SPEC5,
-           params={"delta": 1e-5, **PAIRS}, post_processing=True, label="ε at δ = 1e-5"),
+           params={"delta": 1e-5, **PAIRS}, post_processing=True, label="ε at δ = 1e-5",
+           rare_outputs=True),
     Notion("gdp", pair_notions.gdp, doc="Gaussian-DP level μ: least μ with T(P,Q) ≥ G_μ, max "
            "over ordered pairs (Dong, Roth, Su 2022, Def. 2.6)", source=SPEC5, unit="",
            params=PAIRS, post_processing=True, label="Gaussian-DP level μ"),
@@ -231,12 +232,12 @@ COMPOSITION = (
                "Σ over output sequences of max(0, P^⊗k − e^ε Q^⊗k), exact over count vectors, "
                "max over ordered pairs", source=SPEC6, unit="probability",
            params={"k": 10, "epsilon": 1.0, **PAIRS}, post_processing=True, show=False,
-           label="privacy profile δ_k(ε) of k uses", maximum=1.0),
+           label="privacy profile δ_k(ε) of k uses", maximum=1.0, rare_outputs=True),
     Notion("eps_composed", composition.eps_composed,
            doc="least ε ≥ 0 with δ_k(ε) ≤ 'delta' (default 1e-5) for 'k' uses (default 10), "
                "exact, max over ordered pairs", source=SPEC6,
            params={"k": 10, "delta": 1e-5, **PAIRS}, post_processing=True, show=False,
-           label="ε of k uses at δ"),
+           label="ε of k uses at δ", rare_outputs=True),
 )
 
 for _notion in COMPOSITION:

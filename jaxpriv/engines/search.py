@@ -88,7 +88,8 @@ def setup_for(relation, records: Records | None = None) -> SearchSetup:
                          "post_processing=True (non-increasing under post-processing)")
     hints = relation.search
     return SearchSetup(hints.prior, hints.belief, hints.gates, hints.gridded_parameter,
-                       records if relation.needs_records else None)
+                       records if relation.needs_records else None,
+                       rare_starts=registry.notion(relation.conclusion).rare_outputs)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -41,6 +41,9 @@ class SearchSetup:
       gates: outputs carry PAC failure gates.
       gridded_parameter: the bound is taken at the given ``ε``; otherwise at the measured
         parameter, which the search is free to choose.
+      records: the database layout, where the relation has one.
+      rare_starts: a quarter of the restarts start with a rare output (the conclusion
+        notion's :attr:`jaxpriv.registry.Notion.rare_outputs`).
     """
 
     prior: str
@@ -48,6 +51,7 @@ class SearchSetup:
     gates: bool
     gridded_parameter: bool
     records: Records | None = None
+    rare_starts: bool = False
 
 
 # --------------------------------------------------------------------------------------------

@@ -117,6 +117,10 @@ class Notion:
         ``+∞`` where unbounded or where it depends on the shape). A claimed bound at or above
         it says nothing: the audit never reads such points as "tight" (its verdict names
         where the claim is vacuous).
+      rare_outputs: its largest values sit at mechanisms with a rare output (mass of the order
+        of a small parameter such as δ under one secret, far less under another: ε(δ), δ(ε) and
+        their composed forms); a search whose conclusion it is starts a quarter of its restarts
+        there (:func:`jaxpriv.engines.search.initial_params`), where random logits never go.
     """
 
     key: str
@@ -137,6 +141,7 @@ class Notion:
     show: bool = True
     held_by: str | None = None
     maximum: float = math.inf
+    rare_outputs: bool = False
 
     def __post_init__(self) -> None:
         what = f"notion {self.key!r}"
