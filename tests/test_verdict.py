@@ -153,6 +153,10 @@ def test_a_notions_maximum_is_checked_and_set_for_the_bounded_ones():
     ([(0.3, 1 / 1.5, 1.0), (0.693, 1 / 1.0000001, 1.0), (1.0986, 1 / 1.0000002, 1.0),
       (1.386, 1.0, 1.0)],
      "tight"),
+    # met exactly (slack 1 to rounding) at the largest premise, nowhere else found: attained,
+    # not only approached — plain tight (D16 at ML = ln 4 when the stream found no ln 2 point)
+    ([(0.3, 1 / 1.5, 1.0), (0.68, 1 / 1.048, 1.0), (1.386, 1 / (1 + 7e-14), 1.0),
+      (1.2, 1 / 1.2, 1.0)], "tight"),
     # tight in the middle too: plain tight
     ([(0.001, 1 / 1.001, 1.0), (0.05, 1 / 1.005, 1.0), (0.5, 1 / 1.2, 1.0), (2.0, 1 / 1.3, 1.0)],
      "tight"),

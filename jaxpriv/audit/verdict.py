@@ -41,10 +41,11 @@ TIGHT_SLACK = 1.01
 """A relation whose least slack found is at most this is reported tight."""
 
 ATTAINED = 1e-6
-"""A slack within this of 1 is the bound met (to rounding), not approached: a bound met at a
-premise away from the extreme is never "tight only as x → 0 / towards large x" (D16, ``I ≤ ML``,
-is met at ML = ln 2, ln 3 and ln 4 on 4×4 mechanisms, and read "tight only towards large
-max_leakage (≥ 1.386)" when the stream's least slack happened to sit at ln 4)."""
+"""A slack within this of 1 is the bound met (to rounding), not approached: a bound met at the
+least slack's premise, or at a premise away from it, is never "tight only as x → 0 / towards
+large x" (D16, ``I ≤ ML``, is met at ML = ln 2, ln 3 and ln 4 on 4×4 mechanisms, and read
+"tight only towards large max_leakage (≥ 1.386)" when the stream's least slack, exactly 1,
+happened to sit at ln 4)."""
 
 class Verdict(NamedTuple):
     """What the audit concludes about one relation (all paths relative to the audit directory).
@@ -199,6 +200,8 @@ def _only_in_the_limit(relation, worst, points) -> str | None:
              and p["premise"] > 0 and not p["violation"]]
     x0 = worst.get("premise")
     if len(found) < 4 or x0 is None or not np.isfinite(x0) or x0 <= 0:
+        return None
+    if worst["slack"] <= 1.0 + ATTAINED:  # met there, not only approached: plainly tight
         return None
     xs = [p["premise"] for p in found]
 
