@@ -34,16 +34,24 @@ def mechanisms(count: int, seed: int = 0) -> np.ndarray:
     return u - np.log(np.exp(u).sum(axis=-1, keepdims=True))
 
 
-def jaxpriv_rate(log_K: np.ndarray, k: int, delta: float):
-    """The public call a user makes on a batch: ``jaxpriv.level("eps_composed", mechs, k=k,
-    delta=δ)`` (compiled once per shape and parameters, cached), timed on its second call."""
+def as_mechanisms(log_K: np.ndarray):
+    """The batch as a :class:`jaxpriv.Mechanism` (flat prior and belief: the composed notions
+    do not read them)."""
     import jax.numpy as jnp
 
-    from jaxpriv import Mechanism, level
+    from jaxpriv import Mechanism
 
     batch = jnp.asarray(log_K)
     flat = jnp.zeros(batch.shape[:-1])
-    mechs = Mechanism(batch, flat, flat)
+    return Mechanism(batch, flat, flat)
+
+
+def jaxpriv_rate(log_K: np.ndarray, k: int, delta: float):
+    """The public call a user makes on a batch: ``jaxpriv.level("eps_composed", mechs, k=k,
+    delta=δ)`` (compiled once per shape and parameters, cached), timed on its second call."""
+    from jaxpriv import level
+
+    mechs = as_mechanisms(log_K)
     start = time.perf_counter()
     level("eps_composed", mechs, k=k, delta=delta)
     compile_seconds = time.perf_counter() - start

@@ -25,7 +25,7 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_compose import mechanisms  # noqa: E402
+from bench_compose import as_mechanisms, mechanisms  # noqa: E402
 
 CASES = (("eps_composed", dict(k=10, delta=1e-6)), ("eps_composed", dict(k=100, delta=1e-6)),
          ("delta_composed", dict(k=100, epsilon=5.0)))
@@ -33,13 +33,9 @@ CASES = (("eps_composed", dict(k=10, delta=1e-6)), ("eps_composed", dict(k=100, 
 
 def values(count: int) -> dict:
     """Each case's float64 values of ``count`` mechanisms on the default backend."""
-    import jax.numpy as jnp
+    from jaxpriv import level
 
-    from jaxpriv import Mechanism, level
-
-    log_K = jnp.asarray(mechanisms(count))
-    flat = jnp.zeros(log_K.shape[:-1])
-    mechs = Mechanism(log_K, flat, flat)
+    mechs = as_mechanisms(mechanisms(count))
     return {f"{name} {params}": np.asarray(level(name, mechs, **params))
             for name, params in CASES}
 

@@ -57,9 +57,9 @@ def compare(a: dict[str, dict], b: dict[str, dict]) -> list[dict]:
         if agree and cx == "loose" and moved is not None:
             agree = moved <= TOLERANCE
         if agree and certified:  # the certified least slack is exact: the same in both
-            cx_, cy_ = x.get("certified_slack"), y.get("certified_slack")
-            if cx_ is not None and cy_ is not None:
-                agree = abs(cy_ - cx_) <= 1e-6 * abs(cx_)
+            exact_a, exact_b = x.get("certified_slack"), y.get("certified_slack")
+            if exact_a is not None and exact_b is not None:
+                agree = abs(exact_b - exact_a) <= 1e-6 * abs(exact_a)
         gx, gy = x.get("grid_slack"), y.get("grid_slack")
         grid_moved = (abs(gy - gx) / abs(gx) if gx not in (None, 0.0, float("inf"))
                       and gy is not None else None)

@@ -14,9 +14,9 @@ Verdict rules (:func:`assess`; the label alone: :func:`verdict_label`):
   never make a verdict (``Verdict.vacuous`` says where they are); a claim vacuous at every
   point found reads **vacuous**.
 * a tight verdict whose least slack sits at the smallest (largest) premise found, with every
-  point found at ≥ 10× (≤ ¼ of) that premise above 1.01, and the bound met (slack ≤ 1 + 1e-6)
-  nowhere off that extreme, reads **tight only as x → 0** (**tight only towards large x**): the
-  bound is approached only at an extreme the audit reached.
+  point found at ≥ 10× (≤ ¼ of) that premise above 1.01, and the least slack above 1 + 1e-6
+  (not met, only approached), reads **tight only as x → 0** (**tight only towards large x**):
+  the bound is approached only at an extreme the audit reached.
 
 Examples:
   >>> from jaxpriv.audit.verdict import verdict_label
@@ -41,11 +41,10 @@ TIGHT_SLACK = 1.01
 """A relation whose least slack found is at most this is reported tight."""
 
 ATTAINED = 1e-6
-"""A slack within this of 1 is the bound met (to rounding), not approached: a bound met at the
-least slack's premise, or at a premise away from it, is never "tight only as x → 0 / towards
-large x" (D16, ``I ≤ ML``, is met at ML = ln 2, ln 3 and ln 4 on 4×4 mechanisms, and read
-"tight only towards large max_leakage (≥ 1.386)" when the stream's least slack, exactly 1,
-happened to sit at ln 4)."""
+"""A least slack within this of 1 is the bound met (to rounding), not only approached: such a
+verdict is plainly "tight", never "tight only as x → 0 / towards large x" (D16, ``I ≤ ML``, is
+met at ML = ln 2, ln 3 and ln 4 on 4×4 mechanisms, and read "tight only towards large
+max_leakage (≥ 1.386)" when the stream's least slack, exactly 1, happened to sit at ln 4)."""
 
 class Verdict(NamedTuple):
     """What the audit concludes about one relation (all paths relative to the audit directory).
@@ -85,8 +84,8 @@ class Verdict(NamedTuple):
       grid_slack: the least slack over the audit's premise grid — the points found (and the
         certified curve) whose premise is at most the search grid's largest level
         ``grid_top``, the region a reader of the claim cares about — beside ``worst_slack``,
-        the least anywhere (a sweep draws far beyond the grid: D6's least slack sits at Rényi
-        level 139, its slack over levels ≤ 3 is ×1.6). ``None`` where no point lies there or
+        the least anywhere (a sweep draws far beyond the grid: D6 at α = 4, δ = 1e-5 has its least
+        slack, 1.005, at Rényi level 139 and ×1.12 over levels ≤ 3). ``None`` where no point lies there or
         the relation has no premise grid (statistical claims).
       grid_premise: the premise of that point.
       grid_top: the grid's largest premise level.
@@ -201,18 +200,15 @@ def _only_in_the_limit(relation, worst, points) -> str | None:
     x0 = worst.get("premise")
     if len(found) < 4 or x0 is None or not np.isfinite(x0) or x0 <= 0:
         return None
-    if worst["slack"] <= 1.0 + ATTAINED:  # met there, not only approached: plainly tight
+    # met (the least slack, hence every slack ≥ it, is not only approached): plainly tight
+    if worst["slack"] <= 1.0 + ATTAINED:
         return None
     xs = [p["premise"] for p in found]
-
-    def attained(inside) -> bool:  # the bound met (not only approached) off the extreme
-        return any(p["slack"] <= 1.0 + ATTAINED for p in found if inside(p["premise"]))
-
-    if x0 <= 1.5 * min(xs) and not attained(lambda x: x > 1.5 * x0):
+    if x0 <= 1.5 * min(xs):
         away = [p["slack"] for p in found if p["premise"] >= 10 * x0]
         if away and min(away) > TIGHT_SLACK:
             return f"as {relation.premise} → 0"
-    if x0 >= max(xs) / 1.5 and not attained(lambda x: x < x0 / 1.5):
+    if x0 >= max(xs) / 1.5:
         away = [p["slack"] for p in found if p["premise"] <= x0 / 4]
         if away and min(away) > TIGHT_SLACK:
             return f"towards large {relation.premise} (≥ {x0:.4g})"

@@ -39,21 +39,22 @@ def initial_params(config, dtype=jnp.float32) -> Params:
     where the conclusion's extremes sit at rare outputs (``config.setup.rare_starts``), every
     fourth restart starts with one (docs/engines.md, "Starting points")."""
     G, R, n, m = len(config.grid), config.restarts, config.n, config.m
-    rare_starts = bool(getattr(config.setup, "rare_starts", False))
+    rare_starts = config.setup.rare_starts
 
     def one(index):
         key = jax.random.fold_in(jax.random.key(config.seed), index)
         k_scale, k_K, k_p, k_b, k_g = jax.random.split(key, 5)
         scale = jnp.exp(jax.random.uniform(k_scale, (), dtype, jnp.log(0.3), jnp.log(4.0)))
         logits = scale * jax.random.normal(k_K, (n, m), dtype)
-        # every fourth restart starts with a rare output: one output's logit lowered by 3 to 45
-        # nats, by a different amount in each row (mass ~δ under one secret and far less under
-        # another: where ε(δ)-type conclusions are extreme, and random logits never go)
-        k_w, k_s = jax.random.split(jax.random.fold_in(key, 0x5A5E))
-        w = jax.random.randint(k_w, (), 0, m)
-        drop = jax.random.uniform(k_s, (n,), dtype, 3.0, 45.0)
-        rare = rare_starts & (index % 4 == 3) & (jnp.arange(m) == w)[None, :]
-        logits = logits - jnp.where(rare, drop[:, None], 0.0)
+        if rare_starts:
+            # every fourth restart starts with a rare output: one output's logit lowered by 3 to
+            # 45 nats, by a different amount in each row (mass ~δ under one secret and far less
+            # under another: where ε(δ)-type conclusions are extreme, and random logits never go)
+            k_w, k_s = jax.random.split(jax.random.fold_in(key, 0x5A5E))
+            w = jax.random.randint(k_w, (), 0, m)
+            drop = jax.random.uniform(k_s, (n,), dtype, 3.0, 45.0)
+            rare = (index % 4 == 3) & (jnp.arange(m) == w)[None, :]
+            logits = logits - jnp.where(rare, drop[:, None], 0.0)
         return Params(logits,
                       jax.random.normal(k_p, (n,), dtype),
                       jax.random.normal(k_b, (n,), dtype),

@@ -15,8 +15,7 @@ Every number written here is a float64 level the engine recomputed from the save
 from jaxpriv.audit.verdict import format_number
 from jaxpriv.engines.io import read_envelope
 from jaxpriv.report.audit_report import (AUDIT_OUTPUTS, audit_table, grid_text, kind_text,
-                                         run_audit,
-                                         write_audit)
+                                         run_audit, write_audit)
 from jaxpriv.report.axes import (CERTIFIED, CLAIM, PANELS, SEARCH, SLACK_LABEL, SWEEP, VIOLATION,
                                  premise_label, value_label)
 from jaxpriv.report.figures import (certificate_context, claimed_and_certified, draw_mechanism,
