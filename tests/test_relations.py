@@ -248,7 +248,8 @@ def test_check_is_one_compiled_program_and_falls_back_op_by_op():
             result = registry.check(by_hand, mech)
             for got, want in zip(result[1:], compiled[1:]):
                 np.testing.assert_allclose(got, want, rtol=1e-12)
-        assert _check_key(by_hand, True, registry.RTOL, registry.ATOL, {}) in _not_compiled
+        assert _check_key(("relation", by_hand), True, registry.RTOL, registry.ATOL,
+                          {}) in _not_compiled
     finally:
         registry.unregister("R2NUMPY")
         registry.unregister("ldp_numpy")

@@ -36,6 +36,7 @@ Examples:
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax.numpy as jnp
@@ -155,7 +156,7 @@ def _d5_bound(order):
     return bound
 
 
-def _d9_bound(epsilon: float):
+def _d9_bound(x, *p, epsilon):
     """Canonne, Kamath, Steinke 2020, Cor. 13: ``δ = inf_{α>1} e^{(α−1)(αρ−ε)}(1−1/α)^α/(α−1)``.
 
     The log of the objective, ``(α−1)(αρ−ε) + α·log(1 − 1/α) − log(α−1)``, is minimized over a
@@ -168,33 +169,56 @@ def _d9_bound(epsilon: float):
         return (alpha - 1.0) * (alpha * rho - epsilon) + alpha * jnp.log1p(-1.0 / alpha) - \
             jnp.log(alpha - 1.0)
 
-    def bound(x, *p):
-        rho = jnp.asarray(x)
-        grid = jnp.linspace(-12.0, 12.0, 400, dtype=rho.dtype)
-        values = log_objective(1.0 + jnp.exp(grid), rho[..., None])
-        best = jnp.argmin(values, axis=-1)
-        step = grid[1] - grid[0]
-        a = grid[best] - step
-        b = grid[best] + step
-        golden = (math.sqrt(5.0) - 1.0) / 2.0
-        for _ in range(60):
-            c = b - golden * (b - a)
-            d = a + golden * (b - a)
-            left = log_objective(1.0 + jnp.exp(c), rho) <= log_objective(1.0 + jnp.exp(d), rho)
-            a, b = jnp.where(left, a, c), jnp.where(left, d, b)
-        refined = log_objective(1.0 + jnp.exp(0.5 * (a + b)), rho)
-        log_delta = jnp.minimum(jnp.min(values, axis=-1), refined)
-        return jnp.minimum(jnp.exp(log_delta), 1.0)
-    return bound
+    rho = jnp.asarray(x)
+    grid = jnp.linspace(-12.0, 12.0, 400, dtype=rho.dtype)
+    values = log_objective(1.0 + jnp.exp(grid), rho[..., None])
+    best = jnp.argmin(values, axis=-1)
+    step = grid[1] - grid[0]
+    a = grid[best] - step
+    b = grid[best] + step
+    golden = (math.sqrt(5.0) - 1.0) / 2.0
+    for _ in range(60):
+        c = b - golden * (b - a)
+        d = a + golden * (b - a)
+        left = log_objective(1.0 + jnp.exp(c), rho) <= log_objective(1.0 + jnp.exp(d), rho)
+        a, b = jnp.where(left, a, c), jnp.where(left, d, b)
+    refined = log_objective(1.0 + jnp.exp(0.5 * (a + b)), rho)
+    log_delta = jnp.minimum(jnp.min(values, axis=-1), refined)
+    return jnp.minimum(jnp.exp(log_delta), 1.0)
 
 
-def _d10_bound(epsilon: float):
+def _d10_bound(x, *p, epsilon):
     """Dong, Roth, Su 2022, Cor. 2.13: ``Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)``; 0 at μ = 0
-    (:func:`jaxpriv.core.gaussian.gaussian_delta`, accurate to 1e-300)."""
-    def bound(x, *p):  # μ = ∞: Φ(∞) − e^ε Φ(−∞) = 1 (gaussian_delta gives NaN there)
-        finite = jnp.isfinite(x)
-        return jnp.where(finite, gaussian_delta(jnp.where(finite, x, 1.0), epsilon), 1.0)
-    return bound
+    (:func:`jaxpriv.core.gaussian.gaussian_delta`, accurate to 1e-300); 1 at μ = ∞ (where
+    ``gaussian_delta`` gives NaN: ``Φ(∞) − e^ε Φ(−∞)``)."""
+    finite = jnp.isfinite(x)
+    return jnp.where(finite, gaussian_delta(jnp.where(finite, x, 1.0), epsilon), 1.0)
+
+
+def _d5_claim_bound(x, *p, order):
+    """D5's bound as its claim's (the order a keyword, possibly traced)."""
+    return _d5_bound(order)(x)
+
+
+def _d6_bound(x, *p, order, delta):
+    """Mironov 2017, Prop. 3: ``r + log(1/δ)/(α−1)``."""
+    return x - jnp.log(delta) / (order - 1.0)
+
+
+def _d7_bound(x, *p, order, delta):
+    """Balle et al. 2020, Thm 21: ``r + log(1−1/α) − (log δ + log α)/(α−1)``."""
+    return x + jnp.log1p(-1.0 / order) - (jnp.log(delta) + jnp.log(order)) / (order - 1.0)
+
+
+def _d8_bound(x, *p, delta):
+    """Bun, Steinke 2016, Prop. 1.3: ``ρ + 2·sqrt(ρ log(1/δ))``."""
+    return x + 2.0 * jnp.sqrt(x * -jnp.log(delta))
+
+
+def _d13_bound(x, *p, delta):
+    """``(e^ε − 1 + 2δ)/(e^ε + 1) = tanh(ε/2) + 2δ/(1 + e^ε)``: no ∞/∞ at ε ≥ 710 (the limit
+    1)."""
+    return jnp.tanh(0.5 * x) + 2.0 * delta * jnp.exp(-jnp.logaddexp(0.0, x))
 
 
 # --------------------------------------------------------------------------------------------
@@ -256,35 +280,34 @@ def _d5(rid, order):
         id=rid, statement=f"ε-LDP ⇒ D_α ≤ (α−1)⁻¹ log((e^{{αε}}+e^{{(1−α)ε}})/(1+e^ε)) at "
                           f"α = {_g(order)}",
         sources=(Source(STEINKE, "Thm 4"),), premise="ldp", conclusion="renyi",
-        options={"order": order}, bound=_d5_bound(order),
+        options={"order": order}, bound=functools.partial(_d5_claim_bound, order=order),
         certificate=ldp_envelope("ldp", "renyi", {"order": order}), proof=CERTIFIED)
 
 
 def _d6(rid, order, delta):
-    shift = math.log(1.0 / delta) / (order - 1.0)
     return Relation(
         id=rid, statement=f"D_α ≤ r ⇒ ε(δ) ≤ r + log(1/δ)/(α−1) at α = {_g(order)}, "
                           f"δ = {_g(delta)}",
         sources=(MIRONOV,), premise="renyi", conclusion="eps_at_delta",
-        options={"order": order, "delta": delta}, bound=lambda x, *p: x + shift)
+        options={"order": order, "delta": delta},
+        bound=functools.partial(_d6_bound, order=order, delta=delta))
 
 
 def _d7(rid, order, delta):
-    shift = math.log1p(-1.0 / order) - (math.log(delta) + math.log(order)) / (order - 1.0)
     return Relation(
         id=rid, statement=f"D_α ≤ r ⇒ ε(δ) ≤ r + log(1−1/α) − (log δ + log α)/(α−1) at "
                           f"α = {_g(order)}, δ = {_g(delta)}",
         sources=BBGHS, premise="renyi", conclusion="eps_at_delta",
-        options={"order": order, "delta": delta}, bound=lambda x, *p: x + shift)
+        options={"order": order, "delta": delta},
+        bound=functools.partial(_d7_bound, order=order, delta=delta))
 
 
 def _d8(rid, delta):
-    log_inv = math.log(1.0 / delta)
     return Relation(
         id=rid, statement=f"ρ-zCDP ⇒ ε(δ) ≤ ρ + 2·sqrt(ρ log(1/δ)) at δ = {_g(delta)}",
         sources=(Source("Bun, Steinke 2016 (TCC), arXiv 1605.02065", "Prop. 1.3"),),
         premise="zcdp", conclusion="eps_at_delta", options={"delta": delta},
-        bound=lambda x, *p: x + 2.0 * jnp.sqrt(x * log_inv))
+        bound=functools.partial(_d8_bound, delta=delta))
 
 
 def _d9(rid, epsilon):
@@ -294,11 +317,11 @@ def _d9(rid, epsilon):
         sources=(Source("Canonne, Kamath, Steinke 2020 (NeurIPS), arXiv 2004.00010",
                         "Cor. 13"),),
         premise="zcdp", conclusion="delta", options={"epsilon": epsilon},
-        bound=_d9_bound(epsilon))
+        bound=functools.partial(_d9_bound, epsilon=epsilon))
 
 
 def _d10(rid, epsilon):
-    bound = _d10_bound(epsilon)
+    bound = functools.partial(_d10_bound, epsilon=epsilon)
     return Relation(
         id=rid, statement=f"μ-GDP ⇒ δ(ε) ≤ Φ(−ε/μ+μ/2) − e^ε Φ(−ε/μ−μ/2) at ε = {_g(epsilon)}",
         sources=(Source("Dong, Roth, Su 2022 (JRSS-B), arXiv 1905.02383",
@@ -308,9 +331,7 @@ def _d10(rid, epsilon):
 
 
 def _d13(rid, delta):
-    # (e^ε − 1 + 2δ)/(e^ε + 1) = tanh(ε/2) + 2δ/(1 + e^ε): no ∞/∞ at ε ≥ 710 (the limit 1)
-    def bound(x, *p):
-        return jnp.tanh(0.5 * x) + 2.0 * delta * jnp.exp(-jnp.logaddexp(0.0, x))
+    bound = functools.partial(_d13_bound, delta=delta)
     return Relation(
         id=rid, statement=f"(ε, δ)-DP ⇒ TV ≤ (e^ε − 1 + 2δ)/(e^ε + 1) at δ = {_g(delta)}",
         sources=(KOV,), premise="eps_at_delta", conclusion="tv", options={"delta": delta},
@@ -318,16 +339,17 @@ def _d13(rid, delta):
 
 
 _claim(Claim("D5", "ε-LDP ⇒ D_α ≤ (α−1)⁻¹ log((e^{αε}+e^{(1−α)ε})/(1+e^ε))", (ORDER,), _d5,
-             settings(order=ORDERS)))
+             settings(order=ORDERS), bound=_d5_claim_bound))
 _claim(Claim("D6", "D_α ≤ r ⇒ ε(δ) ≤ r + log(1/δ)/(α−1)", (ORDER, DELTA), _d6,
-             settings(order=ORDERS, delta=DELTAS)))
+             settings(order=ORDERS, delta=DELTAS), bound=_d6_bound))
 _claim(Claim("D7", "D_α ≤ r ⇒ ε(δ) ≤ r + log(1−1/α) − (log δ + log α)/(α−1)", (ORDER, DELTA),
-             _d7, settings(order=ORDERS, delta=DELTAS)))
-_claim(Claim("D8", "ρ-zCDP ⇒ ε(δ) ≤ ρ + 2·sqrt(ρ log(1/δ))", (DELTA,), _d8, settings(delta=DELTAS)))
+             _d7, settings(order=ORDERS, delta=DELTAS), bound=_d7_bound))
+_claim(Claim("D8", "ρ-zCDP ⇒ ε(δ) ≤ ρ + 2·sqrt(ρ log(1/δ))", (DELTA,), _d8, settings(delta=DELTAS),
+             bound=_d8_bound))
 _claim(Claim("D9", "ρ-zCDP ⇒ δ(ε) ≤ inf_α e^{(α−1)(αρ−ε)}(1−1/α)^α/(α−1)", (EPSILON,), _d9,
-             settings(epsilon=EPSILONS)))
+             settings(epsilon=EPSILONS), bound=_d9_bound))
 _claim(Claim("D10", "μ-GDP ⇒ δ(ε) ≤ Φ(−ε/μ+μ/2) − e^ε Φ(−ε/μ−μ/2)", (EPSILON,), _d10,
-             settings(epsilon=EPSILONS)))
+             settings(epsilon=EPSILONS), bound=_d10_bound))
 _add(id="D11", statement="KL ≤ x ⇒ TV ≤ sqrt(x/2) (Pinsker)",
      sources=(Source("Pinsker 1964; Csiszár 1967"),), premise="kl", conclusion="tv",
      bound=lambda x, *p: jnp.sqrt(0.5 * x))
@@ -335,7 +357,7 @@ _add(id="D12", statement="KL ≤ x ⇒ TV ≤ sqrt(1 − e^{−x}) (Bretagnolle�
      sources=(Source("Bretagnolle, Huber 1979 (Z. Wahrsch.)"),), premise="kl", conclusion="tv",
      bound=lambda x, *p: jnp.sqrt(-jnp.expm1(-x)))
 _claim(Claim("D13", "(ε, δ)-DP ⇒ TV ≤ (e^ε − 1 + 2δ)/(e^ε + 1)", (DELTA,), _d13,
-             settings(delta=DELTAS)))
+             settings(delta=DELTAS), bound=_d13_bound))
 _add(id="D14", statement="ε-LDP ⇒ maximal leakage ≤ ε", sources=(Source(IWK),),
      premise="ldp", conclusion="max_leakage", bound=lambda x, *p: x,
      certificate=_leakage_of_ldp, proof=CERTIFIED)

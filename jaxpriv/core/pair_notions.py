@@ -243,8 +243,9 @@ def renyi_over_order(log_P, log_Q, order):
 
 
 def renyi_pair(log_P, log_Q, order):
-    """``D_α(P‖Q)`` for ``α > 1`` (``α = ∞``: :func:`ldp_pair`)."""
-    if np.isinf(order):
+    """``D_α(P‖Q)`` for ``α > 1`` (``α = ∞``: :func:`ldp_pair`; a traced order is finite: a
+    claim's order parameter is)."""
+    if not _traced(order) and np.isinf(order):
         return ldp_pair(log_P, log_Q)
     alpha = jnp.full(log_P.shape[:-1], order, log_P.dtype)
     return alpha * renyi_over_order(log_P, log_Q, alpha)
@@ -398,15 +399,23 @@ def gdp_pair(log_P, log_Q):
 # --------------------------------------------------------------------------------------------
 
 
+def _traced(value) -> bool:
+    """A traced option (an argument of a compiled program shared by a claim's instances,
+    :mod:`jaxpriv.registry.programs`): checked where it was set, not here."""
+    return isinstance(value, jax.core.Tracer)
+
+
 def _order(order) -> float:
     value = _number("renyi", "order", order)
-    if not value > 1.0:
+    if not _traced(value) and not value > 1.0:
         raise InputError(f"notion 'renyi': 'order' must be > 1 (α = inf is the LDP level), "
                          f"got {order!r}")
     return value
 
 
 def _number(key: str, name: str, value) -> float:
+    if _traced(value):
+        return value
     if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) \
             or math.isnan(value):
         raise InputError(f"notion {key!r}: '{name}' must be a number, got {value!r}")
@@ -436,7 +445,7 @@ def renyi(mech: Mechanism, order=2.0, neighbours=None) -> Float[Array, "*b"]:
 def delta(mech: Mechanism, epsilon=1.0, neighbours=None) -> Float[Array, "*b"]:
     """Privacy profile ``δ(ε)`` (hockey-stick divergence), max over ordered pairs (SPEC §5)."""
     value = _number("delta", "epsilon", epsilon)
-    if value < 0:
+    if not _traced(value) and value < 0:
         raise InputError(f"notion 'delta': 'epsilon' must be ≥ 0, got {epsilon!r}")
     return _pair_level(hockey_stick_pair, mech.log_K, neighbours, epsilon=value)
 

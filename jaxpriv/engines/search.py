@@ -47,7 +47,7 @@ import optax
 from jaxpriv import registry
 from jaxpriv.core.errors import InputError
 from jaxpriv.core.mechanisms import Records
-from jaxpriv.engines import checks, runstate, settings, subject
+from jaxpriv.engines import checks, programs, runstate, settings, subject
 from jaxpriv.engines.search_grid import (FAIL_VALUE, MAX_WITNESSES, candidate_mechanisms,
                                          evaluate_grid, float64_scores)
 from jaxpriv.engines.search_loop import (SearchState, default_optimizer, initial_params,
@@ -359,16 +359,18 @@ def run(config: SearchConfig, out: str | os.PathLike | None = None, resume: bool
     """
     if subject.engine_for(config, "search") == subject.SETTINGS:
         return settings.run(config, out, resume=resume, progress=progress, write=write)
-    optimizer = optimizer or default_optimizer(config)
     with runstate.run_directory(out, resume, STATE_FILE,
                                 f"search {config.relation}") as out_dir:
         return _run(config, out_dir, resume, progress, optimizer, max_segments, write)
 
 
 def _run(config: SearchConfig, out_dir: Path | None, resume: bool, progress: bool,
-         optimizer: optax.GradientTransformation, max_segments: int | None, write
+         optimizer: optax.GradientTransformation | None, max_segments: int | None, write
          ) -> SearchResult:
-    """:func:`run` in its prepared (and locked) run directory."""
+    """:func:`run` in its prepared (and locked) run directory (``optimizer`` ``None``: the
+    default one, whose compiled segment is kept for the claim's other instances)."""
+    shared = optimizer is None
+    optimizer = optimizer or default_optimizer(config)
     began = time.perf_counter()
     state = initial_state(config, optimizer)
     done = {"seconds": 0.0, "quiet_segments": 0, "history": []}
@@ -376,8 +378,13 @@ def _run(config: SearchConfig, out_dir: Path | None, resume: bool, progress: boo
         state, done = _load(out_dir, config, state)
         runstate.note(f"resuming search {config.relation} in {out_dir} at step "
                       f"{int(state.step)} of {config.steps}")
-    segment = make_segment(config, optimizer)
-    segment = segment.lower(state).compile()
+    relation = registry.get(config.relation)
+    values = registry.programs.traced_values(relation, np.float32)
+
+    def build():
+        return make_segment(config, optimizer).lower(state, values).compile()
+
+    compiled = programs.cached("search segment", relation, config, build) if shared else build()
     compile_seconds = time.perf_counter() - began
     seconds, quiet, history = done["seconds"], done["quiet_segments"], done["history"]
     total = -(-config.steps // config.segment)
@@ -391,7 +398,7 @@ def _run(config: SearchConfig, out_dir: Path | None, resume: bool, progress: boo
         if quiet >= config.patience:
             break
         began = time.perf_counter()
-        state = segment(state)
+        state = compiled(state, values)
         current = np.max(np.asarray(state.best_score), axis=1)
         improved = np.any(current > previous + config.tol)
         late = int(state.step) >= config.steps // 2

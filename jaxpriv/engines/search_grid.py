@@ -21,7 +21,7 @@ import numpy as np
 
 from jaxpriv import registry
 from jaxpriv.core.mechanisms import Mechanism
-from jaxpriv.engines import certify, io, runstate
+from jaxpriv.engines import certify, io, programs, runstate
 from jaxpriv.engines.search_loop import SearchState
 from jaxpriv.engines.search_objective import Params, build, objective_of
 from jaxpriv.kernels import fused
@@ -39,8 +39,13 @@ def candidate_mechanisms(config, params: Params) -> Mechanism:
     batch ``(G, T, V, n, m)``. ``V = 1``, except with gates (PAC notions): one per binary gate set tried (the
     gates rounded, then each single failing output)."""
     with jax.enable_x64(True):
-        _, mech, p64 = _float64_built(config, params)
+        _, mech, p64 = _float64_built(config, params, _values(config))
         return _with_gate_sets(config, mech, p64)
+
+
+def _values(config) -> dict[str, float]:
+    """The claim's parameters the programs take as arguments (:mod:`jaxpriv.registry.programs`)."""
+    return registry.programs.traced_values(registry.get(config.relation), np.float64)
 
 
 def _with_gate_sets(config, mech: Mechanism, p64: Params) -> Mechanism:
@@ -63,18 +68,21 @@ def _with_gate_sets(config, mech: Mechanism, p64: Params) -> Mechanism:
 
 def float64_scores(config, params: Params) -> np.ndarray:
     """The hard objective of every ``(grid point, restart)`` in float64, shape ``(G, R)``."""
-    with jax.enable_x64(True):
-        return np.asarray(jax.jit(lambda p: _float64_built(config, p)[0],
-                                  compiler_options=fused.program_options(config.n, config.m,
-                                                                         work=0))(params))
-
-
-def _float64_built(config, params: Params) -> tuple[jax.Array, Mechanism, Params]:
-    """Every ``(grid point, restart)``'s float64 mechanism (built from scratch) and its hard
-    objective (``(G, R)``; ``−∞`` where not finite), and the float64 parameters."""
     relation = registry.get(config.relation)
+    with jax.enable_x64(True):
+        scores = programs.cached("float64 scores", relation, config, lambda: jax.jit(
+            lambda p, values: _float64_built(config, p, values)[0],
+            compiler_options=fused.program_options(config.n, config.m, work=0)))
+        return np.asarray(scores(params, _values(config)))
+
+
+def _float64_built(config, params: Params, values) -> tuple[jax.Array, Mechanism, Params]:
+    """Every ``(grid point, restart)``'s float64 mechanism (built from scratch) and its hard
+    objective (``(G, R)``; ``−∞`` where not finite), and the float64 parameters; ``values``:
+    the claim's parameters (:func:`jaxpriv.registry.programs.bind`)."""
+    relation = registry.programs.bind(registry.get(config.relation), values)
     setup = config.setup
-    options = config.options
+    options = {**config.options, **values}
     eps = jnp.float64(config.param)
 
     def one(p, x):
@@ -94,11 +102,12 @@ def _checked_candidates(config, params: Params
     first) as :func:`candidate_mechanisms` (the same float64 mechanisms, built once) and the
     relation's float64 arithmetic on them, compiled as one program (op-by-op, the first call
     spent seconds compiling hundreds of small ops; two programs built every mechanism twice)."""
-    relation = registry.get(config.relation)
-    options = config.options
+    base = registry.get(config.relation)
 
-    def score_build_and_check(p):
-        scores, mechs, p64 = _float64_built(config, p)
+    def score_build_and_check(p, values):
+        relation = registry.programs.bind(base, values)
+        options = {**config.options, **values}
+        scores, mechs, p64 = _float64_built(config, p, values)
         # best first; ties (−∞ included) in restart order, as NumPy's stable argsort
         order = jnp.argsort(-scores, axis=1, stable=True)[:, :config.top]
 
@@ -112,11 +121,12 @@ def _checked_candidates(config, params: Params
         return order, chosen, tuple(registry.evaluate(relation, chosen, **options)[1:])
 
     with jax.enable_x64(True):
-        order, mechs, arrays = jax.jit(score_build_and_check,
-                                       compiler_options=fused.program_options(
-                                           config.n, config.m, work=0))(params)
+        program = programs.cached("float64 check of the best", base, config, lambda: jax.jit(
+            score_build_and_check,
+            compiler_options=fused.program_options(config.n, config.m, work=0)))
+        order, mechs, arrays = program(params, _values(config))
         return (np.asarray(order), mechs,
-                registry.CheckResult(relation.id, *(np.asarray(a) for a in arrays)))
+                registry.CheckResult(base.id, *(np.asarray(a) for a in arrays)))
 
 
 def evaluate_grid(config, state: SearchState, out_dir: Path | None

@@ -71,17 +71,23 @@ def _work(config) -> int:
 
 
 def make_segment(config, optimizer: optax.GradientTransformation):
-    """The jitted ``state -> state`` that runs ``config.segment`` optimizer steps on every restart
-    of every grid point (restarts sharded over the devices — every process's, in a group)."""
-    relation = registry.get(config.relation)
+    """The jitted ``(state, values) -> state`` that runs ``config.segment`` optimizer steps on
+    every restart of every grid point (restarts sharded over the devices — every process's, in
+    a group); ``values``: the claim's traced parameters
+    (:func:`jaxpriv.registry.programs.traced_values` of the relation: one program serves every
+    instance of a claim that shares one)."""
+    base = registry.get(config.relation)
     setup = config.setup
-    options = config.options
+    fixed = {key: value for key, value in config.options.items()
+             if key not in registry.programs.traced_values(base)}
     grid = jnp.asarray(config.grid, jnp.float32)
     eps = jnp.float32(config.param)
     t0, t1 = config.temperature
     mesh = Mesh(np.array(jax.devices()), ("restarts",))
 
-    def restart_step(params, opt_state, best_params, best_score, x, step):
+    def restart_step(params, opt_state, best_params, best_score, x, step, values):
+        relation = registry.programs.bind(base, values)
+        options = {**fixed, **values}
         fraction = jnp.minimum(step / config.steps, 1.0)
         temperature = t0 * (t1 / t0) ** fraction
         # optax minimizes: descend on the negated objective; the same pass scores the current
@@ -103,34 +109,35 @@ def make_segment(config, optimizer: optax.GradientTransformation):
         return params, opt_state, best_params, best_score
 
     # vmap over restarts, then over grid points
-    over_restarts = jax.vmap(restart_step, in_axes=(0, 0, 0, 0, None, None))
-    over_grid = jax.vmap(over_restarts, in_axes=(0, 0, 0, 0, 0, None))
+    over_restarts = jax.vmap(restart_step, in_axes=(0, 0, 0, 0, None, None, None))
+    over_grid = jax.vmap(over_restarts, in_axes=(0, 0, 0, 0, 0, None, None))
 
-    def local_segment(params, opt_state, best_params, best_score, step):
+    def local_segment(params, opt_state, best_params, best_score, step, values):
         def body(carry, k):
             p, o, bp, bs = carry
-            return over_grid(p, o, bp, bs, grid, step + k), None
+            return over_grid(p, o, bp, bs, grid, step + k, values), None
         carry, _ = jax.lax.scan(body, (params, opt_state, best_params, best_score),
                                 jnp.arange(config.segment, dtype=jnp.int32))
         return carry
 
     spec = PartitionSpec(None, "restarts")
     sharded = jax.shard_map(local_segment, mesh=mesh, in_specs=(spec, spec, spec, spec,
-                                                                PartitionSpec()),
+                                                                PartitionSpec(), PartitionSpec()),
                             out_specs=(spec, spec, spec, spec))
 
-    def segment(state: SearchState) -> SearchState:
+    def segment(state: SearchState, values) -> SearchState:
         exploring = (state.step > 0) & (state.step < config.explore * config.steps)
         state = jax.lax.cond(exploring, lambda s: _explore(config, s), lambda s: s, state)
         params, opt_state, best_params, best_score = sharded(
-            state.params, state.opt_state, state.best_params, state.best_score, state.step)
+            state.params, state.opt_state, state.best_params, state.best_score, state.step,
+            values)
         return SearchState(params, opt_state, best_params, best_score,
                            state.step + config.segment)
 
     # the state comes back whole on every device (and every process of a group), for the host
     # side's checkpoints and re-checks; the next segment takes each device's share of it
     whole = NamedSharding(mesh, PartitionSpec())
-    return jax.jit(segment, donate_argnums=0, in_shardings=whole, out_shardings=whole,
+    return jax.jit(segment, donate_argnums=0, in_shardings=(whole, whole), out_shardings=whole,
                    compiler_options=fused.program_options(config.n, config.m, _work(config)))
 
 

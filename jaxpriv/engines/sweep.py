@@ -46,7 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxpriv import registry
-from jaxpriv.engines import checks, io, runstate, settings, subject
+from jaxpriv.engines import checks, io, programs, runstate, settings, subject
 from jaxpriv.engines.sweep_state import Best, Candidates, SweepState, initial_state
 from jaxpriv.engines.sweep_step import (GROUP_ENTRIES, Step, block_group, envelope_score,
                                         make_step, sampler_spec, uses_fused_kernel)
@@ -230,19 +230,29 @@ def float64_screen(config: SweepConfig, relation, options) -> Callable[[Mechanis
     screen: :func:`jaxpriv.engines.runstate.verify_witness` re-checks each hit eagerly before
     it counts."""
     k, n, m = config.candidates, config.n, config.m
-    spec = sampler_spec(config)
+    spec = sampler_spec(config, relation)
     has_values = spec.values
-    with jax.enable_x64(True):
-        f64 = jnp.float64
-        shape = Mechanism(jax.ShapeDtypeStruct((k, n, m), f64), jax.ShapeDtypeStruct((k, n), f64),
-                          jax.ShapeDtypeStruct((k, n), f64),
-                          jax.ShapeDtypeStruct((k, m), f64) if has_values else None,
-                          spec.records)
-        def screen(mech):
-            result = registry.evaluate(relation, mech, **options)
-            return result.violated, jnp.where(result.condition_holds, result.slack, jnp.inf)
+    values = registry.programs.traced_values(relation, np.float64)
+    fixed = {key: value for key, value in options.items() if key not in values}
 
-        return jax.jit(screen).lower(shape).compile()
+    def build():
+        with jax.enable_x64(True):
+            f64 = jnp.float64
+            shape = Mechanism(jax.ShapeDtypeStruct((k, n, m), f64),
+                              jax.ShapeDtypeStruct((k, n), f64), jax.ShapeDtypeStruct((k, n), f64),
+                              jax.ShapeDtypeStruct((k, m), f64) if has_values else None,
+                              spec.records)
+
+            def screen(mech, at_values):
+                at = registry.programs.bind(relation, at_values)
+                result = registry.evaluate(at, mech, **fixed, **at_values)
+                return result.violated, jnp.where(result.condition_holds, result.slack, jnp.inf)
+
+            return jax.jit(screen).lower(shape, values).compile()
+
+    compiled = programs.cached("float64 screen", relation, config, build,
+                               tuple(sorted(fixed.items())))
+    return lambda mech: compiled(mech, values)
 
 
 def _warm_float64(config: SweepConfig, screen) -> None:
@@ -374,7 +384,9 @@ def _run(config: SweepConfig, out_dir: Path | None, resume: bool, progress: bool
                               config.chunk, config.count, "mechanisms", done["violation_count"])
     lowest = done.pop("lowest_float64", None)
     began = time.perf_counter()
-    compiled = make_step(config, relation).compile(state, jnp.int32(start))
+    compiled = programs.cached(
+        "sweep step", relation, config,
+        lambda: make_step(config, relation).compile(state, jnp.int32(start))).at(relation)
     screen = float64_screen(config, relation, options)
     _warm_float64(config, screen)
     compile_seconds = time.perf_counter() - began

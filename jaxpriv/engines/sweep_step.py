@@ -86,18 +86,26 @@ class Step(NamedTuple):
     core: Any
     seeds: Any
     key_data: np.ndarray
+    values: dict = {}
 
     def __call__(self, state: SweepState, chunk_index):
         seeds = None if self.seeds is None else self.seeds(self.key_data, chunk_index)
-        return self.core(state, chunk_index, seeds)
+        return self.core(state, chunk_index, seeds, self.values)
 
     def compile(self, state: SweepState, chunk_index) -> Step:
         """Both programs compiled ahead of time for these arguments' shapes and shardings."""
         if self.seeds is None:
-            return Step(self.core.lower(state, chunk_index, None).compile(), None, self.key_data)
+            return self._replace(core=self.core.lower(state, chunk_index, None,
+                                                      self.values).compile())
         seeds = self.seeds.lower(self.key_data, chunk_index).compile()
         example = seeds(self.key_data, chunk_index)  # its sharding is what the core is given
-        return Step(self.core.lower(state, chunk_index, example).compile(), seeds, self.key_data)
+        return self._replace(core=self.core.lower(state, chunk_index, example,
+                                                  self.values).compile(), seeds=seeds)
+
+    def at(self, relation) -> Step:
+        """This step (compiled for another instance of ``relation``'s claim) at ``relation``'s
+        values (:mod:`jaxpriv.registry.programs`)."""
+        return self._replace(values=registry.programs.traced_values(relation, np.float32))
 
 
 GROUP_ENTRIES = 1 << 18
@@ -197,12 +205,12 @@ def xla_options(config, plan: StepPlan) -> dict[str, Any]:
 
 
 def block_evaluator(config, relation, plan: StepPlan) -> Callable:
-    """``evaluate_block(block_indices, seeds)``: a group of blocks drawn, evaluated and reduced
-    to ``(envelope, worst, counts, evaluated, candidates)``; ``evaluated`` is ``(2,)``: the
-    mechanisms whose condition held, and those with a NaN level or bound (counted, so a sweep
-    reports them: never a winner, never silently skipped)."""
+    """``evaluate_block(block_indices, seeds, claim_values)``: a group of blocks drawn, evaluated and
+    reduced to ``(envelope, worst, counts, evaluated, candidates)``; ``evaluated`` is ``(2,)``:
+    the mechanisms whose condition held, and those with a NaN level or bound (counted, so a
+    sweep reports them: never a winner, never silently skipped). ``claim_values``: the claim's traced
+    parameters (:func:`jaxpriv.registry.programs.bind`; ``{}`` for a relation of its own)."""
     spec, sampler, group = plan.spec, plan.sampler, plan.group
-    options = relation.options
     candidates_per_block = plan.candidates_per_block
 
     def draw_block(seeds):
@@ -211,7 +219,7 @@ def block_evaluator(config, relation, plan: StepPlan) -> Callable:
             (config.block, config.m), jnp.float32)
         return mech.log_K, mech.log_prior, mech.log_belief, values
 
-    def evaluate_block(block_indices, seeds):
+    def evaluate_block(block_indices, seeds, claim_values):
         """``group`` blocks, each drawn from its own seeds (the unit of randomness), evaluated
         and reduced together (the unit of arithmetic: XLA's per-operation cost is paid once per
         group): identical shapes and program on every device, hence identical bits.
@@ -227,9 +235,10 @@ def block_evaluator(config, relation, plan: StepPlan) -> Callable:
         mech = Mechanism(log_K, log_prior, log_belief, values if spec.values else None,
                          spec.records)
         levels = None
+        at = registry.programs.bind(relation, claim_values)
         if plan.screen_fused:
-            levels = screened_levels(relation, mech)
-        result = registry.evaluate(relation, mech, levels=levels, **options)
+            levels = screened_levels(at, mech)
+        result = registry.evaluate(at, mech, levels=levels, **at.options)
         x, param = result.premise, result.parameter
         index = (block_indices[:, None] * config.block
                  + jnp.arange(config.block, dtype=jnp.int32)).reshape(size)
@@ -284,11 +293,11 @@ def block_evaluator(config, relation, plan: StepPlan) -> Callable:
 
 
 def device_reducer(config, plan: StepPlan, evaluate_block: Callable, base_key) -> Callable:
-    """``device_blocks(block_indices, seeds)``: a device's blocks, in groups of ``plan.group``,
+    """``device_blocks(block_indices, seeds, claim_values)``: a device's blocks, in groups of ``plan.group``,
     folded by ``evaluate_block`` (:func:`block_evaluator`), and its candidates."""
     spec, sampler, group = plan.spec, plan.sampler, plan.group
 
-    def device_blocks(block_indices, seeds):
+    def device_blocks(block_indices, seeds, claim_values):
         """A device's blocks, in index order, folded as they come: the running bests and counts
         are the loop's carry, so the device's memory does not grow with the chunk; each block's
         few lowest-slack mechanisms are stacked (a few per block) and the device's candidates
@@ -296,7 +305,7 @@ def device_reducer(config, plan: StepPlan, evaluate_block: Callable, base_key) -
         64 candidates, 31% at 256)."""
         def fold_block(carry, block):
             envelope, worst, counts, evaluated = carry
-            more = evaluate_block(*block)
+            more = evaluate_block(*block, claim_values)
             return (_keep_better(envelope, more[0]), _keep_better(worst, more[1]),
                     counts + more[2], evaluated + more[3]), more[4]
 
@@ -327,7 +336,7 @@ def device_reducer(config, plan: StepPlan, evaluate_block: Callable, base_key) -
 
 
 def chunk_step(config, sample_and_evaluate: Callable) -> Callable:
-    """``step(state, chunk_index, seeds) -> (state, candidates)``: the chunk's blocks by
+    """``step(state, chunk_index, seeds, values) -> (state, candidates)``: the chunk's blocks by
     ``sample_and_evaluate`` (every device's, :func:`device_reducer` mapped over the mesh),
     folded into the accumulator."""
     blocks_per_chunk = config.chunk // config.block
@@ -339,10 +348,11 @@ def chunk_step(config, sample_and_evaluate: Callable) -> Callable:
         return _merge_best(best, cell, flat.score, flat.index,
                            Mechanism(flat.log_K, flat.log_prior, flat.log_belief), flat.values)
 
-    def step(state: SweepState, chunk_index, seeds):
+    def step(state: SweepState, chunk_index, seeds, values):
         block_indices = chunk_index * blocks_per_chunk + jnp.arange(blocks_per_chunk,
                                                                     dtype=jnp.int32)
-        envelope, worst, counts, evaluated, found = sample_and_evaluate(block_indices, seeds)
+        envelope, worst, counts, evaluated, found = sample_and_evaluate(block_indices, seeds,
+                                                                        values)
         candidates = _lowest(_flat(found), config.candidates)
         return SweepState(fold(state.envelope, envelope), fold(state.worst, worst),
                           state.cell_count + jnp.sum(counts, axis=0),
@@ -370,7 +380,8 @@ def make_step(config, relation=None,
     device_blocks = device_reducer(config, plan, block_evaluator(config, relation, plan),
                                    base_key)
     sample_and_evaluate = jax.shard_map(device_blocks, mesh=mesh,
-                                        in_specs=(PartitionSpec("batch"), PartitionSpec("batch")),
+                                        in_specs=(PartitionSpec("batch"), PartitionSpec("batch"),
+                                                  PartitionSpec()),
                                         out_specs=PartitionSpec("batch"))
     # state and candidates whole on every device (and every process of a group)
     core = jax.jit(chunk_step(config, sample_and_evaluate), donate_argnums=0,
@@ -378,4 +389,5 @@ def make_step(config, relation=None,
                    out_shardings=NamedSharding(mesh, PartitionSpec()))
     seeds = (_block_seeds(tuple(jax.devices()), blocks_per_chunk)
              if samplers.draws_natively(sampler) else None)
-    return Step(core, seeds, np.asarray(jax.random.key_data(base_key)))
+    return Step(core, seeds, np.asarray(jax.random.key_data(base_key)),
+                registry.programs.traced_values(relation, np.float32))

@@ -40,8 +40,9 @@ Examples:
 The package is split by job: :mod:`jaxpriv.registry.records` (constants and plain records),
 :mod:`jaxpriv.registry.relations` (the claims), :mod:`jaxpriv.registry.store` (the registered
 notions and relations, look-ups and selection), :mod:`jaxpriv.registry.checks` (the float64
-check) and :mod:`jaxpriv.registry.plugins` (plugin files and entry points); every public name
-is re-exported here.
+check), :mod:`jaxpriv.registry.plugins` (plugin files and entry points) and
+:mod:`jaxpriv.registry.programs` (one compiled program per claim: its parameters as arguments);
+every public name is re-exported here.
 """
 
 from jaxpriv.registry.records import (ATOL, PAPERS, REQUIRED, RESERVED_PARAMS, RTOL, UNITS,
@@ -53,6 +54,7 @@ from jaxpriv.registry.store import (NOTIONS, OPTIONAL, REGISTRY, get, notion, re
 from jaxpriv.registry.checks import check, evaluate, level, slack
 from jaxpriv.registry.claims import (CLAIMS, Claim, ClaimParameter, claim_of, register_claim,
                                      resolve, settings)
+from jaxpriv.registry import programs
 from jaxpriv.registry.plugins import (LOADED_PLUGINS, PLUGIN_GROUP, load_plugin, load_plugins,
                                       plugin_error)
 
@@ -64,4 +66,5 @@ __all__ = [
     "check", "evaluate", "level", "slack",
     "CLAIMS", "Claim", "ClaimParameter", "claim_of", "register_claim", "resolve", "settings",
     "LOADED_PLUGINS", "PLUGIN_GROUP", "load_plugin", "load_plugins", "plugin_error",
+    "programs",
 ]

@@ -15,6 +15,7 @@ from jaxpriv.core.errors import InputError
 from jaxpriv.core.mechanisms import Mechanism
 from jaxpriv.registry.records import ATOL, RTOL, CheckResult
 from jaxpriv.registry.relations import Relation
+from jaxpriv.registry import programs
 from jaxpriv.registry.store import notion
 
 
@@ -117,11 +118,17 @@ def check(relation: Relation, mech: Mechanism, *, parameter=None, rtol: float = 
     """
     with jax.enable_x64(True):
         mech = mech.astype(jnp.float64)
-        key = _check_key(relation, parameter is None, rtol, atol, options)
-        compiled = _compiled_check(key)
+        values = programs.traced_values(relation, np.float64)
+        shared = all(_same_number(options.get(name), value) for name, value in values.items())
+        if not shared:
+            values = {}  # options that are not the instance's own: a program of its own
+        key = _check_key(programs.program_key(relation) if shared else ("relation", relation),
+                         parameter is None, rtol, atol,
+                         {k: v for k, v in options.items() if k not in values})
+        compiled = _compiled_check(key, relation)
         if compiled is not None:
             try:
-                arrays = compiled(mech, 0.0 if parameter is None else parameter)
+                arrays = compiled(mech, 0.0 if parameter is None else parameter, values)
                 return CheckResult(relation.id, *(np.asarray(a) for a in arrays))
             except jax.errors.JAXTypeError:  # a notion or bound that only runs op by op
                 _not_compiled.add(key)
@@ -142,23 +149,34 @@ def _hashable(*parts):
         return None
 
 
-def _check_key(relation, measured: bool, rtol, atol, options):
-    return _hashable(relation, measured, rtol, atol, tuple(sorted(options.items())))
+def _same_number(given, value) -> bool:
+    try:
+        return float(given) == value
+    except (TypeError, ValueError):
+        return False
 
 
-def _compiled_check(key):
-    """:func:`check`'s arithmetic as one compiled program per relation and options (op by op,
-    a database relation's float64 check compiled dozens of small programs, ~1 s), or ``None``
-    where it cannot be cached (``key`` None) or compiled."""
+def _check_key(program, measured: bool, rtol, atol, options):
+    """The compiled check's key: the relation's program (one per claim that shares one,
+    :func:`jaxpriv.registry.programs.program_key`) and the options its parameters do not set."""
+    return _hashable(program, measured, rtol, atol, tuple(sorted(options.items())))
+
+
+def _compiled_check(key, relation):
+    """:func:`check`'s arithmetic as one compiled program per relation (or claim) and options
+    (op by op, a database relation's float64 check compiled dozens of small programs, ~1 s),
+    taking the claim's parameters as arguments, or ``None`` where it cannot be cached (``key``
+    None) or compiled."""
     if key is None or key in _not_compiled:
         return None
     if key not in _compiled_checks:
-        relation, measured, rtol, atol, items = key
+        _, measured, rtol, atol, items = key
         options = dict(items)
 
-        def run(mech, parameter):
-            result = evaluate(relation, mech, parameter=None if measured else parameter,
-                              rtol=rtol, atol=atol, **options)
+        def run(mech, parameter, values):
+            at = programs.bind(relation, values)
+            result = evaluate(at, mech, parameter=None if measured else parameter,
+                              rtol=rtol, atol=atol, **options, **values)
             return tuple(result[1:])
         _compiled_checks[key] = jax.jit(run)
     return _compiled_checks[key]

@@ -39,6 +39,10 @@ class ClaimParameter:
       check: ``check(value) -> str | None``: what is wrong with a value (``None``: fine).
       integer: whether values are integers (ids and statements write them without a point).
       scientific: whether ids write it as ``1e-5`` rather than ``0.00001``.
+      traced: a claim that shares one program among its instances
+        (:mod:`jaxpriv.registry.programs`) passes it as an argument; ``False`` where it sets a
+        shape (the number of uses ``k``: a composed level's count vectors), so that each value
+        keeps its own program.
     """
 
     name: str
@@ -48,6 +52,7 @@ class ClaimParameter:
     check: Callable[[float], str | None]
     integer: bool = False
     scientific: bool = False
+    traced: bool = True
 
     def value(self, claim_id: str, value: Any) -> float | int:
         """``value`` checked (an :class:`InputError` of one line naming the claim if wrong)."""
@@ -85,7 +90,7 @@ EPSILON = ClaimParameter("epsilon", "ε", "e", "--epsilon",
                          lambda e: None if 0.0 <= e < math.inf else "must be finite and ≥ 0")
 USES = ClaimParameter("k", "k", "k", "--k",
                       lambda k: None if 1 <= k <= 10**6 else "must be a number of uses in "
-                      "1 … 10^6", integer=True)
+                      "1 … 10^6", integer=True, traced=False)
 STANDARD = (ORDER, DELTA, EPSILON, USES)
 """The parameters the command line sets (``--alpha``, ``--delta``, ``--epsilon``, ``--k``)."""
 
@@ -100,6 +105,11 @@ class Claim:
       parameters: :class:`ClaimParameter` records, in the order an id tags them.
       make: ``make(id, **values) -> Relation``: the claim at one setting (not registered).
       grid: the settings the audit takes (a tuple of ``{name: value}``).
+      bound: ``bound(x, *p, **values)``, the claimed bound with the parameters as keywords,
+        in ``jnp`` (the values may be traced), or ``None``. With it, the engines compile one
+        program per claim (and per value of a parameter that is not ``traced``) and pass the
+        other values in (:mod:`jaxpriv.registry.programs`); ``make`` must then build each
+        instance's bound as this one at its values.
     """
 
     id: str
@@ -107,10 +117,13 @@ class Claim:
     parameters: tuple[ClaimParameter, ...]
     make: Callable[..., Any]
     grid: tuple[Mapping[str, Any], ...] = ()
+    bound: Callable[..., Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.parameters:
             raise InputError(f"claim {self.id}: a claim has at least one parameter")
+        if self.bound is not None and not callable(self.bound):
+            raise InputError(f"claim {self.id}: bound must be a function bound(x, *p, **values)")
         names = [p.name for p in self.parameters]
         for values in self.grid:
             if set(values) != set(names):

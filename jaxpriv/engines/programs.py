@@ -1,0 +1,59 @@
+"""The engines' compiled programs, kept for the life of the process and shared by every
+instance of a claim (:mod:`jaxpriv.registry.programs`): an audit worker that has compiled
+``D6.a2.d1e-2``'s sweep step, float64 screen, search segment and float64 re-checks runs
+``D6.a4.d1e-5`` with the same programs, its α and δ passed in — no tracing, no lowering, no
+compiling (with the persistent cache warm, tracing and lowering were ~4.5 of a D6 instance's
+~7.5 s; cold, compiling another ~9 s).
+
+A program is keyed by its name, its relation's :func:`~jaxpriv.registry.programs.program_key`
+and every field of the engine's config but the relation id (and whatever else the caller
+adds); a relation that is no claim's instance keys its own programs, so the cache only ever
+returns a program built for what is asked.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Any, Callable, Hashable
+
+from jaxpriv.registry import programs as registry_programs
+
+__all__ = ["LIMIT", "cached", "clear", "config_key"]
+
+LIMIT = 48
+"""Programs kept (the least recently used go first): an audit worker meets each claim's a few
+times in a row; a plugin's relations and the statistical claims are never shared."""
+
+_PROGRAMS: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
+
+
+def config_key(config) -> tuple:
+    """Every field of an engine's config (a dataclass) but ``relation``, as a key."""
+    return tuple((f.name, getattr(config, f.name)) for f in dataclasses.fields(config)
+                 if f.name != "relation")
+
+
+def cached(name: str, relation, config, build: Callable[[], Any], *extra: Hashable) -> Any:
+    """The program ``name`` of ``relation`` under ``config`` (and ``extra``): built by
+    ``build()`` the first time, the same object after (for every instance of a claim that
+    shares programs). ``build`` must read the claim's parameters only as the program's
+    arguments (:func:`jaxpriv.registry.programs.bind`), never as constants."""
+    key = (name, registry_programs.program_key(relation), config_key(config), *extra)
+    try:
+        hash(key)
+    except TypeError:  # an unhashable option (a plugin's): built each time, as before
+        return build()
+    if key in _PROGRAMS:
+        _PROGRAMS.move_to_end(key)
+        return _PROGRAMS[key]
+    program = _PROGRAMS[key] = build()
+    while len(_PROGRAMS) > LIMIT:
+        _PROGRAMS.popitem(last=False)
+    return program
+
+
+def clear() -> None:
+    """Forget every kept program (tests; a relation re-registered under the same id keys a new
+    record, so this is never needed for correctness)."""
+    _PROGRAMS.clear()

@@ -1,0 +1,103 @@
+"""One compiled program per claim: the instances of a claim (``D6.a2.d1e-5``, ``D6.a4.d1e-2``,
+…) differ only in numbers — the claim's parameters — so the engines compile one program for all
+of them and pass those numbers in as arguments (traced values), instead of one program per
+instance with the numbers baked in as constants.
+
+A claim opts in by giving its bound with the parameters as keywords (:attr:`Claim.bound
+<jaxpriv.registry.claims.Claim>`, written in ``jnp``); parameters that set a shape (the number
+of uses ``k`` of a composed level: its count vectors) stay constants of the program
+(:attr:`ClaimParameter.traced <jaxpriv.registry.claims.ClaimParameter>` false). Its notions
+must take the traced options (:func:`is_traced` values skip the Python checks a claim parameter
+has already made).
+
+An engine asks :func:`program_key` for the key of its program cache, passes
+:func:`traced_values` to the compiled program, and inside it evaluates :func:`bind` — the
+relation with its bound and options at the traced values. A relation that is not such an
+instance keys its own program (its values are ``{}``), so every engine has one code path.
+
+Examples:
+  >>> from jaxpriv import registry
+  >>> a, b = registry.get("D6.a2.d1e-5"), registry.get("D6.a4.d1e-2")
+  >>> program_key(a) == program_key(b)        # one program for both
+  True
+  >>> traced_values(a)
+  {'delta': 1e-05, 'order': 2.0}
+  >>> round(float(bind(a, traced_values(b)).bound(1.0)), 5)   # b's bound: 1 + log(100)/3
+  2.53506
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from typing import Any, Hashable, Mapping
+
+import jax
+import numpy as np
+
+from jaxpriv.registry.store import CLAIMS
+
+__all__ = ["bind", "is_traced", "program_key", "traced_values"]
+
+
+def is_traced(value: Any) -> bool:
+    """Whether a notion option is a traced value (an argument of a compiled program): its
+    Python checks (a number, in range) were made where it was set, and cannot be made on it."""
+    return isinstance(value, jax.core.Tracer)
+
+
+def _shared(relation):
+    """The relation's claim where its instances share a program: the claim gives ``bound`` and
+    the relation's bound is that one at its values (a relation made otherwise — a test's
+    deliberately false bound put in its place — keys its own programs); else ``None``."""
+    claim = CLAIMS.get(getattr(relation, "claim", None) or "")
+    if claim is None or claim.bound is None or not relation.values:
+        return None
+    bound = relation.bound
+    if not (isinstance(bound, functools.partial) and bound.func is claim.bound and not bound.args
+            and bound.keywords == dict(relation.values)):
+        return None
+    return claim
+
+
+def program_key(relation) -> Hashable:
+    """The key of ``relation``'s compiled programs: the same for every instance of a claim that
+    shares one (its id, the values that set shapes, and everything else the programs read:
+    notions, condition, hints), else the relation itself."""
+    claim = _shared(relation)
+    if claim is None:
+        return ("relation", relation)
+    static = tuple((p.name, relation.values[p.name]) for p in claim.parameters if not p.traced)
+    return ("claim", claim.id, static, relation.premise, relation.conclusion,
+            relation.parameter, relation.parameter_limit, relation.premise_limit,
+            relation.requires, relation.scales_with_parameter, relation.sampling,
+            relation.search)
+
+
+def traced_values(relation, dtype=None) -> dict[str, Any]:
+    """The values a shared program takes as arguments (``{}`` where it takes none): scalars of
+    the program's ``dtype`` (``float32`` for a sweep's step or a search's segment, ``float64``
+    for the checks; ``None``: Python floats). Not Python floats in a program: a float64
+    scalar argument converted to float32 inside a vectorized loop crashed LLVM's instruction
+    selection on an AVX-512 CPU (``Cannot select: X86ISD::SUBV_BROADCAST_LOAD``)."""
+    claim = _shared(relation)
+    if claim is None:
+        return {}
+    cast = float if dtype is None else np.dtype(dtype).type
+    return {p.name: cast(relation.values[p.name]) for p in sorted(
+        claim.parameters, key=lambda p: p.name) if p.traced}
+
+
+def bind(relation, values: Mapping[str, Any]):
+    """``relation`` with its claim's traced parameters at ``values`` (inside a program: its
+    arguments): its bound is the claim's at them and its notions' options take them. With no
+    values, ``relation`` itself."""
+    if not values:
+        return relation
+    claim = CLAIMS[relation.claim]
+    everything = {**relation.values, **values}
+    bound_at = copy.copy(relation)
+    object.__setattr__(bound_at, "bound", functools.partial(claim.bound, **everything))
+    object.__setattr__(bound_at, "options", {**relation.options, **values})
+    object.__setattr__(bound_at, "values", everything)
+    return bound_at

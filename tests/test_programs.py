@@ -1,0 +1,114 @@
+"""One compiled program per claim (jaxpriv.registry.programs, jaxpriv.engines.programs): a claim's
+instances share their sweep step, float64 screen, search segment and float64 checks, their
+parameters passed in — and every result is the one a program of the instance's own gives."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxpriv import families, registry
+from jaxpriv.engines import programs, search, sweep
+from jaxpriv.registry import programs as claim_programs
+
+
+def _envelope(result):
+    env = result.state.envelope
+    return {name: np.asarray(getattr(env, name)) for name in env._fields} | {
+        "count": np.asarray(result.state.cell_count),
+        "worst": np.asarray(result.state.worst.score)}
+
+
+def test_instances_of_a_claim_share_one_key_and_pass_their_values():
+    a, b = registry.get("D6.a2.d1e-5"), registry.get("D6.a16.d1e-2")
+    assert claim_programs.program_key(a) == claim_programs.program_key(b)
+    assert claim_programs.traced_values(b) == {"delta": 0.01, "order": 16.0}
+    # D6 and D7 have the same notions but not the same bound: two programs
+    assert claim_programs.program_key(a) != claim_programs.program_key(
+        registry.get("D7.a2.d1e-5"))
+    # a claim whose k sets shapes (C1) keeps one program per k; a relation of its own, its own
+    c10, c100 = registry.get("C1.k10.d1e-5"), registry.get("C1.k100.d1e-5")
+    assert claim_programs.program_key(c10) != claim_programs.program_key(c100)
+    assert claim_programs.program_key(registry.get("R1")) == ("relation", registry.get("R1"))
+    # the bound bound at b's values is b's bound, to the last bit in float64
+    with jax.enable_x64(True):
+        x = jnp.asarray([0.0, 0.5, 3.0, 40.0], jnp.float64)
+        bound_at = claim_programs.bind(a, claim_programs.traced_values(b, np.float64)).bound
+        np.testing.assert_allclose(np.asarray(bound_at(x)), np.asarray(b.bound(x)), rtol=1e-15)
+
+
+def test_a_relation_with_another_bound_in_its_place_keeps_its_own_program():
+    """A test's (or a user's) relation made from an instance with its bound replaced must
+    never run the claim's program: that would check the claim, not the bound given."""
+    a = registry.get("D6.a2.d1e-5")
+    false = dataclasses.replace(a, bound=lambda x, *p: 0.5 * x)
+    assert claim_programs.program_key(false) == ("relation", false)
+    assert claim_programs.traced_values(false) == {}
+
+
+def test_a_sweep_run_on_a_shared_program_equals_one_run_on_its_own():
+    """Sweep D6.a2.d1e-5, then D6.a16.d1e-2 on the program compiled for the first: the same
+    envelope, counts and witnesses as D6.a16.d1e-2 compiled on its own (a constant of the
+    first instance left in the program would move them)."""
+    def config(rid):
+        return sweep.make_config(rid, 3, 3, 6000, seed=3, chunk=2000)
+
+    programs.clear()
+    alone = sweep.run(config("D6.a16.d1e-2"), progress=False)
+    programs.clear()
+    sweep.run(config("D6.a2.d1e-5"), progress=False)
+    kept = len(programs._PROGRAMS)
+    shared = sweep.run(config("D6.a16.d1e-2"), progress=False)
+    assert len(programs._PROGRAMS) == kept  # nothing new was compiled
+    a, b = _envelope(alone), _envelope(shared)
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    assert alone.worst_slack is None or shared.worst_slack == alone.worst_slack
+
+
+def test_a_search_run_on_a_shared_program_equals_one_run_on_its_own():
+    def config(rid):
+        return search.make_config(rid, 2, 3, (1.0, 3.0), restarts=16, steps=200, segment=100)
+
+    programs.clear()
+    alone = search.run(config("D8.d1e-2"), progress=False)
+    programs.clear()
+    search.run(config("D8.d1e-5"), progress=False)
+    kept = len(programs._PROGRAMS)
+    shared = search.run(config("D8.d1e-2"), progress=False)
+    assert len(programs._PROGRAMS) == kept
+    for row_alone, row_shared in zip(alone.rows, shared.rows):
+        for field in ("premise", "conclusion", "bound", "slack"):
+            np.testing.assert_array_equal(row_alone[field], row_shared[field], err_msg=field)
+    assert [r["bound"] for r in shared.rows] != [
+        r["bound"] for r in search.run(config("D8.d1e-5"), progress=False).rows]
+
+
+def test_the_float64_check_compiled_once_per_claim_gives_each_instance_its_own_bound():
+    from jaxpriv.registry.checks import _compiled_checks
+
+    mech = families.randomized_response(1.5)
+    before = len(_compiled_checks)
+    results = {rid: registry.get(rid).check(mech)
+               for rid in ("D7.a2.d1e-5", "D7.a4.d1e-2", "D7.a16.d1e-5")}
+    assert len(_compiled_checks) <= before + 1
+    for rid, result in results.items():
+        relation = registry.get(rid)
+        with jax.enable_x64(True):
+            want = float(relation.bound(jnp.float64(result.premise)))
+        assert float(result.bound) == pytest.approx(want, rel=1e-15, abs=0)
+    bounds = [float(r.bound) for r in results.values()]
+    assert len(set(bounds)) == 3
+
+
+def test_a_check_at_other_options_than_the_instance_is_not_the_shared_program():
+    """registry.check with an option set otherwise than the instance's value (a direct call;
+    Relation.check refuses it) evaluates the notions there with the instance's own bound."""
+    relation = registry.get("D6.a2.d1e-5")
+    mech = families.randomized_response(1.0)
+    own = registry.check(relation, mech, order=2.0, delta=1e-5)
+    other = registry.check(relation, mech, order=2.0, delta=1e-2)
+    assert float(own.bound) == float(other.bound)  # the instance's bound, at its own premise
+    assert float(other.conclusion) < float(own.conclusion)  # ε(δ) at the larger δ
