@@ -416,7 +416,7 @@ register(Relation(id="BROKEN1", statement="eps-LDP => broken_level <= eps", prem
                  if t.kind == "sweep"]
         with pytest.raises(InputError, match=r"plugin .*raising.py \(line 5, in level\): "
                                              r"ZeroDivisionError"):
-            _relation_worker(tasks, str(tmp_path / "audit"))
+            _relation_worker([tasks], str(tmp_path / "audit"))
     finally:
         registry.unregister("BROKEN1")
         registry.NOTIONS.pop("broken_level", None)

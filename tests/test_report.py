@@ -221,6 +221,32 @@ def test_the_grid_is_two_panel_cells_with_one_key(audit_dir):
     plt.close(fig)
     labels = [h.get_label() for h in report.grid_legend()]
     assert "claimed bound" in labels and "slack = 1" in labels
+    # the grid tiles the relations' cells (3 cells in 2 columns: 2 rows) above one key strip
+    from matplotlib import image
+
+    from jaxpriv.report import grid
+    cell = image.imread(grid.cell_path(audit_dir, "R2"))
+    tiled = image.imread(path)
+    assert tiled.shape[1] == 2 * cell.shape[1]
+    assert 2 * cell.shape[0] < tiled.shape[0] <= 2 * cell.shape[0] + grid.GRID_DPI
+    np.testing.assert_array_equal(tiled[:cell.shape[0], :cell.shape[1], :3], cell[..., :3])
+
+
+def test_a_relations_figures_drawn_when_it_finishes_are_kept_until_its_runs_change(audit_dir):
+    """An audit's worker draws a finished relation's figure and grid cell at once
+    (draw_finished); the report reuses them while they are newer than the runs, and draws them
+    again once a run has changed."""
+    import os
+
+    from jaxpriv.report import grid
+    figure = audit_dir / "figures" / "R6.png"
+    grid.draw_finished(audit_dir, "R6")
+    assert_png(figure) and assert_png(grid.cell_path(audit_dir, "R6"))
+    assert grid.is_fresh(figure, audit_dir, "R6")
+    later = figure.stat().st_mtime + 5
+    os.utime(audit_dir / "R6" / "search" / "summary.json", (later, later))
+    assert not grid.is_fresh(figure, audit_dir, "R6")
+    assert not grid.is_fresh(figure, audit_dir, "NOSUCH")
 
 
 def test_single_run_figures_are_two_panels(tmp_path):

@@ -36,11 +36,15 @@ class Outputs(NamedTuple):
         summary``, given the relation's sweep directory (whose envelope its figure shows).
       report: the audit's report, ``report(out, summary)``, written once every relation is
         assessed.
+      relation: a finished relation's figures, ``relation(out, relation_id)``, drawn where it
+        ran (a worker process of a parallel audit) as soon as its runs are done; ``None``:
+        the report draws them.
     """
 
     sweep: Callable[..., dict]
     search: Callable[..., dict]
     report: Callable[[Path, dict], None]
+    relation: Callable[[Path, str], None] | None = None
 
 
 def _finished(directory: Path, config) -> bool:
@@ -127,15 +131,20 @@ def _run_relation(tasks: list[Task], out: Path, progress: bool, outputs: Outputs
         began = time.perf_counter()
         state = run_task(task, out, progress, outputs)
         done.append((task.kind, state, time.perf_counter() - began))
+    if tasks and outputs is not None and outputs.relation is not None and group.is_writer():
+        outputs.relation(out, tasks[0].relation)
     return done
 
 
-def _relation_worker(tasks: list[Task], out: str, outputs: Outputs | None = None
-                     ) -> list[tuple[str, str, float]]:
-    """:func:`_run_relation` in a worker process (set up by :func:`_worker_setup`); a plugin's
-    own exception comes back as the one-line error it would be in the parent."""
+def _relation_worker(jobs: list[list[Task]], out: str, outputs: Outputs | None = None
+                     ) -> list[list[tuple[str, str, float]]]:
+    """:func:`_run_relation` of each relation's tasks in ``jobs`` (the instances of one claim,
+    which share their compiled programs, or one relation) in a worker process (set up by
+    :func:`_worker_setup`); a plugin's own exception comes back as the one-line error it would
+    be in the parent."""
     try:
-        return _run_relation(tasks, Path(out), progress=False, outputs=outputs)
+        return [_run_relation(tasks, Path(out), progress=False, outputs=outputs)
+                for tasks in jobs]
     except (InputError, OSError):
         raise  # already what the user is told
     except Exception as error:  # noqa: BLE001 - re-raised unless it is a plugin's
@@ -253,7 +262,8 @@ def _run_parallel(per_relation: dict[str, list[Task]], out: Path, workers: int, 
 
     from tqdm.auto import tqdm
 
-    workers = min(workers, len(per_relation))
+    jobs = _jobs(per_relation)
+    workers = min(workers, len(jobs))
     devices = max(1, (os.cpu_count() or 1) // workers)
     bar = tqdm(total=len(per_relation), unit="relation", disable=not progress,
                desc=f"auditing ({workers} workers)")
@@ -261,21 +271,22 @@ def _run_parallel(per_relation: dict[str, list[Task]], out: Path, workers: int, 
                                initializer=_worker_setup,
                                initargs=(os.getpid(), devices, list(registry.LOADED_PLUGINS)))
     try:
-        pending = {pool.submit(_relation_worker, mine, str(out), outputs): rid
-                   for rid, mine in per_relation.items()}
+        pending = {pool.submit(_relation_worker, [per_relation[rid] for rid in job], str(out),
+                               outputs): job for job in jobs}
         while pending:
             ready, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in ready:
-                rid = pending.pop(future)
+                job = pending.pop(future)
                 try:
-                    done = future.result()
+                    results = future.result()
                 except BrokenProcessPool:
-                    raise InputError(f"an audit worker died while auditing {rid} (out of memory, "
-                                     "or killed?); finished runs are kept: run the same audit "
-                                     "again to resume") from None
-                finished(rid, done)
-                bar.update(1)
-                bar.set_postfix_str(rid)
+                    raise InputError(f"an audit worker died while auditing {', '.join(job)} (out "
+                                     "of memory, or killed?); finished runs are kept: run the "
+                                     "same audit again to resume") from None
+                for rid, done in zip(job, results):
+                    finished(rid, done)
+                    bar.update(1)
+                    bar.set_postfix_str(rid)
     except BaseException:
         # stop the workers too: a worker left running would keep writing its directory
         for process in (getattr(pool, "_processes", None) or {}).values():
@@ -285,6 +296,29 @@ def _run_parallel(per_relation: dict[str, list[Task]], out: Path, workers: int, 
     finally:
         bar.close()
     pool.shutdown()
+
+
+def _jobs(per_relation: dict[str, list[Task]]) -> list[list[str]]:
+    """The relations in jobs for the workers: consecutive instances of a claim that share
+    their compiled programs (:func:`jaxpriv.registry.programs.program_key`) go to one worker,
+    which compiles them once (spread over two, each compiled them: D6's eight instances
+    compiled twice); every other relation is a job of its own."""
+    from jaxpriv.registry import programs
+
+    jobs: list[list[str]] = []
+    last = None
+    for rid in per_relation:
+        try:
+            key = programs.program_key(registry.get(rid))
+            hash(key)
+        except (InputError, TypeError):
+            key = ("relation", rid)
+        if jobs and key == last and key[0] == "claim":
+            jobs[-1].append(rid)
+        else:
+            jobs.append([rid])
+        last = key
+    return jobs
 
 
 def _previous_verdicts(out: Path) -> dict[str, dict]:

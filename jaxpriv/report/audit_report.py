@@ -12,7 +12,7 @@ from jaxpriv import audit
 from jaxpriv.audit.verdict import format_number
 from jaxpriv.engines import io
 from jaxpriv.report.files import write_search, write_sweep
-from jaxpriv.report.grid import FIGURES, plot_grid, plot_relation
+from jaxpriv.report.grid import FIGURES, draw_finished, is_fresh, plot_grid, plot_relation
 
 
 def _slack_text(v: dict) -> str:
@@ -76,8 +76,9 @@ def write_audit(out: Path, summary: dict) -> None:
     out = Path(out)
     figures = {}
     for v in summary["relations"]:
-        figures[v["relation"]] = plot_relation(out, v["relation"],
-                                               out / FIGURES / f"{v['relation']}.png")
+        path = out / FIGURES / f"{v['relation']}.png"
+        figures[v["relation"]] = path if is_fresh(path, out, v["relation"]) else \
+            plot_relation(out, v["relation"], path)
     plot_grid(out, out / FIGURES / "grid.png", [v["relation"] for v in summary["relations"]])
     header, rows = audit_table(summary)
     intro = (f"Budget **{summary['budget']}**, seed {summary['seed']}, "
@@ -155,10 +156,11 @@ def _details(v: dict) -> list[str]:
     return lines
 
 
-AUDIT_OUTPUTS = audit.Outputs(sweep=write_sweep, search=write_search, report=write_audit)
+AUDIT_OUTPUTS = audit.Outputs(sweep=write_sweep, search=write_search, report=write_audit,
+                              relation=draw_finished)
 """The report's writers of an audit's files (:class:`jaxpriv.audit.Outputs`): each run's
-``summary.json``, ``envelope.csv`` and ``envelope.png``, and the audit's ``report.md``,
-``report.html`` and ``figures/``."""
+``summary.json``, ``envelope.csv`` and ``envelope.png``, each finished relation's figures, and
+the audit's ``report.md``, ``report.html`` and ``figures/``."""
 
 
 def run_audit(spend: audit.Budget, ids: list[str], out: str | os.PathLike, seed: int = 0,

@@ -1,6 +1,8 @@
 """The audit's figures: one relation's two panels drawn from an audit directory (its sweep and
 search run directories), as ``figures/<id>.png``, and every audited relation in one grid
-(``figures/grid.png``) with a shared key."""
+(``figures/grid.png``: the relations' compact cells, ``figures/cells/<id>.png``, tiled) with a
+shared key. An audit's workers draw a relation's figure and cell as soon as it is finished
+(:func:`draw_finished`); the report draws only those missing or older than their runs."""
 
 from __future__ import annotations
 
@@ -66,6 +68,48 @@ def plot_relation(out: Path, rid: str, path: Path) -> Path:
     return _save(fig, path, dpi=120)
 
 
+CELL_INCHES = (4.1, 4.0)
+"""One relation's cell of the figure grid (compact: small type, a short title, no legend)."""
+GRID_DPI = 130
+
+
+def cell_path(out: Path, rid: str) -> Path:
+    """Where an audit keeps a relation's grid cell (``figures/cells/<id>.png``)."""
+    return Path(out) / FIGURES / "cells" / f"{rid}.png"
+
+
+def plot_cell(out: Path, rid: str, path: Path | None = None) -> Path:
+    """One relation's cell of the figure grid, written to ``path`` (default
+    :func:`cell_path`): every cell has the same size in pixels, so :func:`plot_grid` tiles
+    them."""
+    plt = _pyplot()
+    fig = plt.figure(figsize=CELL_INCHES, layout="constrained")
+    draw_relation(fig, Path(out), rid, compact=True)
+    return _save(fig, path or cell_path(out, rid), dpi=GRID_DPI)
+
+
+def is_fresh(figure: Path, out: Path, rid: str) -> bool:
+    """Whether ``figure`` was drawn from ``rid``'s finished runs as they are now (newer than
+    both runs' ``summary.json``)."""
+    figure = Path(figure)
+    runs = [Path(out) / rid / kind / "summary.json" for kind in ("sweep", "search")]
+    if not figure.exists() or not all(run.exists() for run in runs):
+        return False
+    return figure.stat().st_mtime >= max(run.stat().st_mtime for run in runs)
+
+
+def draw_finished(out: Path, rid: str) -> None:
+    """A finished relation's report figure and grid cell, drawn as soon as its runs are done
+    (in an audit's worker process, beside the other relations' runs, instead of one by one at
+    the end: the report of a 63-relation audit spent 27 s drawing them); nothing if a run is
+    not finished."""
+    out = Path(out)
+    if not all((out / rid / kind / "summary.json").exists() for kind in ("sweep", "search")):
+        return
+    plot_relation(out, rid, out / FIGURES / f"{rid}.png")
+    plot_cell(out, rid)
+
+
 def grid_legend() -> list:
     """The figure grid's shared key."""
     from matplotlib.lines import Line2D
@@ -90,14 +134,39 @@ def plot_grid(out: Path, path: Path, ids: list[str] | None = None, columns: int 
     if not ids:
         from jaxpriv.core.errors import InputError
         raise InputError(f"{out}: no finished audit runs (DIR/<id>/sweep, DIR/<id>/search)")
+    import numpy as np
+    from matplotlib import image
+
     columns = min(columns, len(ids))
     rows = -(-len(ids) // columns)
-    fig = plt.figure(figsize=(4.1 * columns, 4.0 * rows + 0.5), layout="constrained")
-    cells = fig.subfigures(rows, columns, squeeze=False, wspace=0.02, hspace=0.02)
-    for cell, rid in zip(cells.flat, ids):
-        draw_relation(cell, out, rid, compact=True)
+    # the cells drawn one by one (or kept from the audit's workers) and tiled: one figure of
+    # 2 × 63 axes spent 11 s in matplotlib's constrained layout alone
+    tiles = []
+    for rid in ids:
+        cell = cell_path(out, rid)
+        if not is_fresh(cell, out, rid):
+            plot_cell(out, rid, cell)
+        tiles.append(image.imread(cell)[..., :3])
+    height, width = tiles[0].shape[:2]
+    blank = np.ones((height, width, 3), tiles[0].dtype)
+    tiles += [blank] * (rows * columns - len(tiles))
+    mosaic = np.concatenate([np.concatenate(tiles[i * columns:(i + 1) * columns], axis=1)
+                             for i in range(rows)], axis=0)
     key = grid_legend()
-    fig.legend(handles=key, loc="outside lower center", ncol=len(key) // 2 if columns < 4
-               else len(key), fontsize=8, frameon=False)
-    return _save(fig, path, dpi=130)
+    fig = plt.figure(figsize=(mosaic.shape[1] / GRID_DPI, 0.5))
+    fig.legend(handles=key, loc="center", ncol=len(key) // 2 if columns < 4 else len(key),
+               fontsize=8, frameon=False)
+    fig.canvas.draw()
+    legend = np.asarray(fig.canvas.buffer_rgba())[..., :3].astype(mosaic.dtype)
+    plt.close(fig)
+    if mosaic.dtype != np.uint8:
+        legend = legend / 255.0
+    legend = legend[:, :mosaic.shape[1]]
+    if legend.shape[1] < mosaic.shape[1]:
+        pad = np.ones((legend.shape[0], mosaic.shape[1] - legend.shape[1], 3), mosaic.dtype)
+        legend = np.concatenate([legend, pad], axis=1)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    image.imsave(path, np.concatenate([mosaic, legend], axis=0), dpi=GRID_DPI)
+    return path
 
