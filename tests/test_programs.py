@@ -112,3 +112,12 @@ def test_a_check_at_other_options_than_the_instance_is_not_the_shared_program():
     other = registry.check(relation, mech, order=2.0, delta=1e-2)
     assert float(own.bound) == float(other.bound)  # the instance's bound, at its own premise
     assert float(other.conclusion) < float(own.conclusion)  # ε(δ) at the larger δ
+
+
+def test_a_claims_bound_is_named_by_its_function_where_it_is_defined():
+    """A NaN bound is one line naming where the bound is defined: for a claim's instance (the
+    claim's bound at its values, a functools.partial) the claim's function, file and line."""
+    from jaxpriv.registry.checks import _where_defined
+
+    where = _where_defined(registry.get("D6.a2.d1e-5").bound)
+    assert where.split(":")[0].endswith("dp_literature.py") and where.split(":")[1].isdigit()

@@ -5,6 +5,7 @@ options, cached) and :func:`level` (one notion's reference level).
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Mapping
 
 import jax
@@ -70,6 +71,8 @@ def _where_defined(fn) -> str:
     import inspect
 
     target = inspect.unwrap(fn)
+    while isinstance(target, functools.partial):  # a claim's bound at its values
+        target = inspect.unwrap(target.func)
     try:
         return f"{inspect.getsourcefile(target)}:{inspect.getsourcelines(target)[1]}"
     except (OSError, TypeError):
