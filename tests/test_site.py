@@ -49,6 +49,7 @@ def test_python_example_runs(path, index, example, tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)
     relations, notions = set(registry.REGISTRY), set(registry.NOTIONS)
+    claims = set(registry.CLAIMS)
     try:
         exec(compile(example, f"{path.relative_to(ROOT)} (block {index})", "exec"), {})
     finally:
@@ -56,6 +57,8 @@ def test_python_example_runs(path, index, example, tmp_path, monkeypatch):
             registry.unregister(name)
         for name in set(registry.NOTIONS) - notions:
             registry.unregister(name)
+        for name in set(registry.CLAIMS) - claims:
+            del registry.CLAIMS[name]
 
 
 def test_the_site_builds_strictly(tmp_path):
