@@ -182,7 +182,7 @@ def test_c7_the_clt_is_not_a_bound():
     least, where = _least(_id("C7", k=10, delta=1e-3), x)
     assert least < 0.93
     with jax.enable_x64(True):
-        claimed = float(ct.clt(10, 1e-3)(jnp.asarray(where)))
+        claimed = float(ct.clt(jnp.asarray(where), k=10, delta=1e-3))
     exact = float(reference.rr_composed_eps(where, 10, 1e-3))
     assert claimed < exact * (1 - 0.05)
     # the composed δ at the claimed ε is above 1e-3 (the claim's δ), by the oracle
@@ -190,7 +190,7 @@ def test_c7_the_clt_is_not_a_bound():
     # and at the registered δ = 1e-6, towards ε → 0 (the audit's certified region reaches 1e-6):
     # the CLT says 5.63e-7 where 10 uses of RR_1e-6 need 6.11e-7 (×0.921)
     with jax.enable_x64(True):
-        claimed = float(ct.clt(10, 1e-6)(jnp.asarray(1e-6)))
+        claimed = float(ct.clt(jnp.asarray(1e-6), k=10, delta=1e-6))
     assert claimed == pytest.approx(_gaussian_eps_oracle(2 * math.sqrt(10) * math.sinh(5e-7),
                                                          1e-6), rel=1e-9)
     assert claimed / float(reference.rr_composed_eps(1e-6, 10, 1e-6)) == pytest.approx(0.9209,

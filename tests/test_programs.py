@@ -121,3 +121,20 @@ def test_a_claims_bound_is_named_by_its_function_where_it_is_defined():
 
     where = _where_defined(registry.get("D6.a2.d1e-5").bound)
     assert where.split(":")[0].endswith("dp_literature.py") and where.split(":")[1].isdigit()
+
+
+def test_a_composition_claim_shares_a_program_per_k_and_passes_its_delta():
+    """C5/C7 share one program per k (k sets the count vectors' shapes); δ and α are passed
+    in: the compiled checks of two δ's equal each instance's own eager arithmetic."""
+    key = claim_programs.program_key
+    assert key(registry.get("C5.k10.a2.d1e-6")) == key(registry.get("C5.k10.a16.d1e-5"))
+    assert key(registry.get("C5.k10.a2.d1e-6")) != key(registry.get("C5.k100.a2.d1e-6"))
+    mech = families.randomized_response(0.8)
+    for rid in ("C7.k10.d1e-3", "C7.k10.d1e-6"):
+        relation = registry.get(rid)
+        compiled = registry.check(relation, mech, **relation.options)
+        with jax.enable_x64(True):
+            eager = registry.evaluate(relation, mech.astype(jnp.float64), **relation.options)
+        for field in ("conclusion", "bound", "slack"):
+            np.testing.assert_allclose(np.asarray(getattr(compiled, field)),
+                                       np.asarray(getattr(eager, field)), rtol=1e-12)

@@ -43,6 +43,7 @@ Examples:
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax.numpy as jnp
@@ -92,38 +93,35 @@ def _rr_delta(k: int, eps_prime: float):
 # --------------------------------------------------------------------------------------------
 
 
-def basic(k: int):
-    """C1: ``kε``."""
-    return lambda x, *p: k * jnp.asarray(x)
+def basic(x, *p, k, delta):
+    """C1: ``kε`` (δ: its parameter, not in the bound)."""
+    return k * jnp.asarray(x)
 
 
-def advanced(k: int, delta: float):
+def advanced(x, *p, k, delta):
     """C2: ``ε√(2k ln(1/δ)) + kε(e^ε − 1)``."""
-    root = math.sqrt(2.0 * k * math.log(1.0 / delta))
-    return lambda x, *p: root * jnp.asarray(x) + k * jnp.asarray(x) * jnp.expm1(x)
+    x = jnp.asarray(x)
+    return jnp.sqrt(2.0 * k * -jnp.log(delta)) * x + k * x * jnp.expm1(x)
 
 
-def kov_closed_form(k: int, delta: float):
+def kov_closed_form(x, *p, k, delta):
     """C4: KOV 2015 Thm 3.4 at δ = 0, the least of its three terms."""
-    def bound(x, *p):
-        x = jnp.asarray(x)
-        drift = k * x * jnp.tanh(x / 2.0)
-        middle = drift + x * jnp.sqrt(2.0 * k * jnp.log(math.e + jnp.sqrt(k * x * x) / delta))
-        last = drift + x * math.sqrt(2.0 * k * math.log(1.0 / delta))
-        return jnp.minimum(k * x, jnp.minimum(middle, last))
-    return bound
+    x = jnp.asarray(x)
+    drift = k * x * jnp.tanh(x / 2.0)
+    middle = drift + x * jnp.sqrt(2.0 * k * jnp.log(math.e + jnp.sqrt(k * x * x) / delta))
+    last = drift + x * jnp.sqrt(2.0 * k * -jnp.log(delta))
+    return jnp.minimum(k * x, jnp.minimum(middle, last))
 
 
-def renyi_composed(k: int, order: float, delta: float):
+def renyi_composed(x, *p, k, order, delta):
     """C5: ``kr + log(1/δ)/(α − 1)``."""
-    shift = math.log(1.0 / delta) / (order - 1.0)
-    return lambda x, *p: k * jnp.asarray(x) + shift
+    return k * jnp.asarray(x) - jnp.log(delta) / (order - 1.0)
 
 
-def zcdp_composed(k: int, delta: float):
+def zcdp_composed(x, *p, k, delta):
     """C6: ``kρ + 2√(kρ log(1/δ))``."""
-    log_inv = math.log(1.0 / delta)
-    return lambda x, *p: k * jnp.asarray(x) + 2.0 * jnp.sqrt(k * jnp.asarray(x) * log_inv)
+    x = jnp.asarray(x)
+    return k * x + 2.0 * jnp.sqrt(k * x * -jnp.log(delta))
 
 
 def clt_mu(x, k: int):
@@ -132,9 +130,14 @@ def clt_mu(x, k: int):
     return 2.0 * math.sqrt(k) * jnp.sinh(jnp.asarray(x) / 2.0)
 
 
-def clt(k: int, delta: float):
+def clt(x, *p, k, delta):
     """C7: the ε at δ of μ-GDP with :func:`clt_mu`."""
-    return lambda x, *p: gaussian_eps(clt_mu(x, k), delta)
+    return gaussian_eps(clt_mu(x, k), delta)
+
+
+def rr_composed_delta(x, *p, k, epsilon):
+    """C3: k-fold RR_x's δ(ε') (KOV 2015 Thm 3.3)."""
+    return composition.rr_delta_composed(x, k, epsilon)
 
 
 # --------------------------------------------------------------------------------------------
@@ -178,13 +181,15 @@ def _g(v) -> str:
 def _c1(rid, k, delta):
     return _relation(rid, f"ε-LDP ⇒ ε_k(δ) ≤ kε at k = {k}, δ = {_g(delta)}", k=k, at=delta,
                      sources=(DMNS,), premise="ldp", options={"k": k, "delta": delta},
-                     bound=basic(k), certificate=_rr_eps(k, delta), proof=CERTIFIED)
+                     bound=functools.partial(basic, k=k, delta=delta),
+                     certificate=_rr_eps(k, delta), proof=CERTIFIED)
 
 
 def _c2(rid, k, delta):
     return _relation(rid, f"ε-LDP ⇒ ε_k(δ) ≤ ε√(2k ln(1/δ)) + kε(e^ε−1) at k = {k}, "
                           f"δ = {_g(delta)}", k=k, at=delta, sources=(DRV,), premise="ldp",
-                     options={"k": k, "delta": delta}, bound=advanced(k, delta),
+                     options={"k": k, "delta": delta},
+                     bound=functools.partial(advanced, k=k, delta=delta),
                      certificate=_rr_eps(k, delta), proof=CERTIFIED)
 
 
@@ -193,7 +198,7 @@ def _c3(rid, k, epsilon):
                           f"ε' = {_g(epsilon)}", k=k, at=epsilon,
                      sources=(Source(KOV, "Thm 3.3"),), premise="ldp",
                      conclusion="delta_composed", options={"k": k, "epsilon": epsilon},
-                     bound=lambda x, *p: composition.rr_delta_composed(x, k, epsilon),
+                     bound=functools.partial(rr_composed_delta, k=k, epsilon=epsilon),
                      certificate=_rr_delta(k, epsilon), proof=CERTIFIED)
 
 
@@ -201,7 +206,8 @@ def _c4(rid, k, delta):
     return _relation(rid, f"ε-LDP ⇒ ε_k(δ) ≤ KOV's closed form (Thm 3.4) at k = {k}, "
                           f"δ = {_g(delta)}", k=k, at=delta,
                      sources=(Source(KOV, "Thm 3.4 at δ = 0"),), premise="ldp",
-                     options={"k": k, "delta": delta}, bound=kov_closed_form(k, delta),
+                     options={"k": k, "delta": delta},
+                     bound=functools.partial(kov_closed_form, k=k, delta=delta),
                      certificate=_rr_eps(k, delta), proof=CERTIFIED)
 
 
@@ -209,37 +215,38 @@ def _c5(rid, k, order, delta):
     return _relation(rid, f"D_α ≤ r ⇒ ε_k(δ) ≤ kr + log(1/δ)/(α−1) at α = {_g(order)}, "
                           f"k = {k}, δ = {_g(delta)}", k=k, at=delta, sources=(MIRONOV,),
                      premise="renyi", options={"order": order, "k": k, "delta": delta},
-                     bound=renyi_composed(k, order, delta))
+                     bound=functools.partial(renyi_composed, k=k, order=order, delta=delta))
 
 
 def _c6(rid, k, delta):
     return _relation(rid, f"ρ-zCDP ⇒ ε_k(δ) ≤ kρ + 2√(kρ log(1/δ)) at k = {k}, "
                           f"δ = {_g(delta)}", k=k, at=delta, sources=(BUN_STEINKE,),
                      premise="zcdp", options={"k": k, "delta": delta},
-                     bound=zcdp_composed(k, delta))
+                     bound=functools.partial(zcdp_composed, k=k, delta=delta))
 
 
 def _c7(rid, k, delta):
     return _relation(rid, f"ε-LDP ⇒ ε_k(δ) ≤ ε(δ) of μ-GDP, μ = 2√k sinh(ε/2) (CLT) at "
                           f"k = {k}, δ = {_g(delta)}", k=k, at=delta, sources=(DRS,),
-                     premise="ldp", options={"k": k, "delta": delta}, bound=clt(k, delta),
+                     premise="ldp", options={"k": k, "delta": delta}, bound=functools.partial(clt, k=k, delta=delta),
                      certificate=_rr_eps(k, delta), proof=CERTIFIED)
 
 
 CLAIMS = (
-    Claim("C1", "ε-LDP ⇒ ε_k(δ) ≤ kε", (K, DELTA), _c1, settings(k=USES, delta=DELTAS)),
+    Claim("C1", "ε-LDP ⇒ ε_k(δ) ≤ kε", (K, DELTA), _c1, settings(k=USES, delta=DELTAS),
+          bound=basic),
     Claim("C2", "ε-LDP ⇒ ε_k(δ) ≤ ε√(2k ln(1/δ)) + kε(e^ε−1)", (K, DELTA), _c2,
-          settings(k=USES, delta=DELTAS)),
+          settings(k=USES, delta=DELTAS), bound=advanced),
     Claim("C4", "ε-LDP ⇒ ε_k(δ) ≤ KOV's closed form (Thm 3.4)", (K, DELTA), _c4,
-          settings(k=USES, delta=DELTAS)),
+          settings(k=USES, delta=DELTAS), bound=kov_closed_form),
     Claim("C5", "D_α ≤ r ⇒ ε_k(δ) ≤ kr + log(1/δ)/(α−1)", (K, ORDER, DELTA), _c5,
-          settings(k=USES, delta=DELTAS, order=ORDERS)),
+          settings(k=USES, delta=DELTAS, order=ORDERS), bound=renyi_composed),
     Claim("C6", "ρ-zCDP ⇒ ε_k(δ) ≤ kρ + 2√(kρ log(1/δ))", (K, DELTA), _c6,
-          settings(k=USES, delta=DELTAS)),
+          settings(k=USES, delta=DELTAS), bound=zcdp_composed),
     Claim("C7", "ε-LDP ⇒ ε_k(δ) ≤ ε(δ) of μ-GDP, μ = 2√k sinh(ε/2) (CLT)", (K, DELTA), _c7,
-          settings(k=USES, delta=CLT_DELTAS)),
+          settings(k=USES, delta=CLT_DELTAS), bound=clt),
     Claim("C3", "ε-LDP ⇒ δ_k(ε') ≤ k-fold RR_ε's δ(ε')", (K, EPSILON), _c3,
-          settings(k=USES, epsilon=EPS_PRIME)),
+          settings(k=USES, epsilon=EPS_PRIME), bound=rr_composed_delta),
 )
 """The composition claims, k and δ (α, ε') their parameters, with the audit's grids."""
 

@@ -126,6 +126,11 @@ def checked_uses(k) -> int:
     return int(k)
 
 
+def _traced(value) -> bool:
+    """A traced option (a claim's parameter passed to its shared program): checked where set."""
+    return isinstance(value, jax.core.Tracer)
+
+
 def checked_number(key: str, name: str, value) -> float:
     """``value`` as a float (not a bool, not NaN), else an :class:`InputError` naming ``key``'s
     parameter ``name`` (the pair notions' check)."""
@@ -303,7 +308,7 @@ def delta_composed(mech: Mechanism, k=10, epsilon=1.0, neighbours=None) -> Float
     """``δ_k(ε)`` of ``k`` uses of the mechanism, max over ordered pairs (SPEC §6)."""
     k = checked_uses(k)
     eps = checked_number("delta_composed", "epsilon", epsilon)
-    if eps < 0:
+    if not _traced(eps) and eps < 0:
         raise InputError(f"notion 'delta_composed': 'epsilon' must be ≥ 0, got {epsilon!r}")
     return _composed_level(mech.log_K, k, lambda c: delta_of_loss(c, eps), neighbours)
 
@@ -312,7 +317,7 @@ def eps_composed(mech: Mechanism, k=10, delta=1e-5, neighbours=None) -> Float[Ar
     """The least ``ε ≥ 0`` with ``δ_k(ε) ≤ δ`` for ``k`` uses, max over ordered pairs (SPEC §6)."""
     k = checked_uses(k)
     d = checked_number("eps_composed", "delta", delta)
-    if not 0.0 < d < 1.0:
+    if not _traced(d) and not 0.0 < d < 1.0:
         raise InputError(f"notion 'eps_composed': 'delta' must be in (0, 1), got {delta!r}")
     m = mech.log_K.shape[-1]
     if 3 <= m and k <= MAX_TAIL_USES:  # the binomial-tail sums: C(k+m−2, m−2) lookups a step
