@@ -308,11 +308,7 @@ def _jobs(per_relation: dict[str, list[Task]]) -> list[list[str]]:
     jobs: list[list[str]] = []
     last = None
     for rid in per_relation:
-        try:
-            key = programs.program_key(registry.get(rid))
-            hash(key)
-        except (InputError, TypeError):
-            key = ("relation", rid)
+        key = programs.program_key(registry.get(rid))
         if jobs and key == last and key[0] == "claim":
             jobs[-1].append(rid)
         else:

@@ -126,16 +126,12 @@ def checked_uses(k) -> int:
     return int(k)
 
 
-def _traced(value) -> bool:
-    """A traced option (a claim's parameter passed to its shared program): checked where set."""
-    return isinstance(value, jax.core.Tracer)
-
-
-def checked_number(key: str, name: str, value) -> float:
-    """``value`` as a float (not a bool, not NaN), else an :class:`InputError` naming ``key``'s
-    parameter ``name`` (the pair notions' check)."""
+def checked_number(key: str, name: str, value, ok=None, must: str = "") -> float:
+    """``value`` as a float (not a bool, not NaN, ``ok(value)`` where given; a traced value as
+    it is), else an :class:`InputError` naming ``key``'s parameter ``name`` (the pair notions'
+    check)."""
     from jaxpriv.core.pair_notions import _number
-    return _number(key, name, value)
+    return _number(key, name, value, ok, must)
 
 
 # --------------------------------------------------------------------------------------------
@@ -307,18 +303,14 @@ def _composed_level(log_K, k: int, pair_value, neighbours) -> Float[Array, "*b"]
 def delta_composed(mech: Mechanism, k=10, epsilon=1.0, neighbours=None) -> Float[Array, "*b"]:
     """``δ_k(ε)`` of ``k`` uses of the mechanism, max over ordered pairs (SPEC §6)."""
     k = checked_uses(k)
-    eps = checked_number("delta_composed", "epsilon", epsilon)
-    if not _traced(eps) and eps < 0:
-        raise InputError(f"notion 'delta_composed': 'epsilon' must be ≥ 0, got {epsilon!r}")
+    eps = checked_number("delta_composed", "epsilon", epsilon, lambda v: v >= 0, "≥ 0")
     return _composed_level(mech.log_K, k, lambda c: delta_of_loss(c, eps), neighbours)
 
 
 def eps_composed(mech: Mechanism, k=10, delta=1e-5, neighbours=None) -> Float[Array, "*b"]:
     """The least ``ε ≥ 0`` with ``δ_k(ε) ≤ δ`` for ``k`` uses, max over ordered pairs (SPEC §6)."""
     k = checked_uses(k)
-    d = checked_number("eps_composed", "delta", delta)
-    if not _traced(d) and not 0.0 < d < 1.0:
-        raise InputError(f"notion 'eps_composed': 'delta' must be in (0, 1), got {delta!r}")
+    d = checked_number("eps_composed", "delta", delta, lambda v: 0.0 < v < 1.0, "in (0, 1)")
     m = mech.log_K.shape[-1]
     if 3 <= m and k <= MAX_TAIL_USES:  # the binomial-tail sums: C(k+m−2, m−2) lookups a step
         return _eps_by_tails(mech.log_K, k, d, neighbours)

@@ -42,9 +42,8 @@ import numpy as np
 from jax.scipy.special import logsumexp
 from jaxtyping import Array, Float
 
-from jaxpriv.core.errors import InputError
 from jaxpriv.core.mechanisms import Mechanism
-from jaxpriv.core.pair_notions import (NEG_INF, PAIR_BLOCK_ELEMENTS, ZCDP_GRID, _number, _traced,
+from jaxpriv.core.pair_notions import (NEG_INF, PAIR_BLOCK_ELEMENTS, ZCDP_GRID, _number,
                                        _pair_level, eps_at_delta_pair, kl_pair, ldp_pair,
                                        pair_mask, zcdp_pair)
 
@@ -66,9 +65,7 @@ def zcdp(mech: Mechanism, neighbours=None) -> Float[Array, "*b"]:
 def eps_at_delta(mech: Mechanism, delta=1e-5, neighbours=None) -> Float[Array, "*b"]:
     """The least ``ε ≥ 0`` with ``δ(ε) ≤ δ``, max over ordered pairs (SPEC §5); exact (pairs
     pruned by ``D_∞`` where a mechanism has many)."""
-    value = _number("eps_at_delta", "delta", delta)
-    if not _traced(value) and not 0.0 < value < 1.0:
-        raise InputError(f"notion 'eps_at_delta': 'delta' must be in (0, 1), got {delta!r}")
+    value = _number("eps_at_delta", "delta", delta, lambda v: 0.0 < v < 1.0, "in (0, 1)")
 
     def exact(log_P, log_Q):
         return eps_at_delta_pair(log_P, log_Q, value)

@@ -406,19 +406,20 @@ def _traced(value) -> bool:
 
 
 def _order(order) -> float:
-    value = _number("renyi", "order", order)
-    if not _traced(value) and not value > 1.0:
-        raise InputError(f"notion 'renyi': 'order' must be > 1 (α = inf is the LDP level), "
-                         f"got {order!r}")
-    return value
+    return _number("renyi", "order", order, lambda v: v > 1.0, "> 1 (α = inf is the LDP level)")
 
 
-def _number(key: str, name: str, value) -> float:
+def _number(key: str, name: str, value, ok=None, must: str = "") -> float:
+    """``value`` as a float, else an :class:`InputError` naming notion ``key``'s parameter
+    ``name``: not a number, or ``ok(value)`` false (the message says it ``must`` be so). A traced
+    value passes as it is: it was checked where it was set (a claim's parameter)."""
     if _traced(value):
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) \
             or math.isnan(value):
         raise InputError(f"notion {key!r}: '{name}' must be a number, got {value!r}")
+    if ok is not None and not ok(float(value)):
+        raise InputError(f"notion {key!r}: '{name}' must be {must}, got {value!r}")
     return float(value)
 
 
@@ -444,9 +445,7 @@ def renyi(mech: Mechanism, order=2.0, neighbours=None) -> Float[Array, "*b"]:
 
 def delta(mech: Mechanism, epsilon=1.0, neighbours=None) -> Float[Array, "*b"]:
     """Privacy profile ``δ(ε)`` (hockey-stick divergence), max over ordered pairs (SPEC §5)."""
-    value = _number("delta", "epsilon", epsilon)
-    if not _traced(value) and value < 0:
-        raise InputError(f"notion 'delta': 'epsilon' must be ≥ 0, got {epsilon!r}")
+    value = _number("delta", "epsilon", epsilon, lambda v: v >= 0, "≥ 0")
     return _pair_level(hockey_stick_pair, mech.log_K, neighbours, epsilon=value)
 
 

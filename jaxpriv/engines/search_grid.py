@@ -22,7 +22,7 @@ import numpy as np
 from jaxpriv import registry
 from jaxpriv.core.mechanisms import Mechanism
 from jaxpriv.engines import certify, io, programs, runstate
-from jaxpriv.engines.search_loop import SearchState
+from jaxpriv.engines.search_loop import SearchState, relation_at
 from jaxpriv.engines.search_objective import Params, build, objective_of
 from jaxpriv.kernels import fused
 
@@ -80,9 +80,8 @@ def _float64_built(config, params: Params, values) -> tuple[jax.Array, Mechanism
     """Every ``(grid point, restart)``'s float64 mechanism (built from scratch) and its hard
     objective (``(G, R)``; ``−∞`` where not finite), and the float64 parameters; ``values``:
     the claim's parameters (:func:`jaxpriv.registry.programs.bind`)."""
-    relation = registry.programs.bind(registry.get(config.relation), values)
+    relation, options = relation_at(config, values)
     setup = config.setup
-    options = {**config.options, **values}
     eps = jnp.float64(config.param)
 
     def one(p, x):
@@ -105,8 +104,7 @@ def _checked_candidates(config, params: Params
     base = registry.get(config.relation)
 
     def score_build_and_check(p, values):
-        relation = registry.programs.bind(base, values)
-        options = {**config.options, **values}
+        relation, options = relation_at(config, values)
         scores, mechs, p64 = _float64_built(config, p, values)
         # best first; ties (−∞ included) in restart order, as NumPy's stable argsort
         order = jnp.argsort(-scores, axis=1, stable=True)[:, :config.top]

@@ -70,24 +70,28 @@ def _work(config) -> int:
     return config.steps * config.restarts * len(config.grid) * config.n * config.m
 
 
+def relation_at(config, values):
+    """``config``'s relation and notion options at the claim's traced ``values``
+    (:func:`jaxpriv.registry.programs.bind`; ``{}``: its own): what a search's programs
+    evaluate."""
+    return (registry.programs.bind(registry.get(config.relation), values),
+            {**config.options, **values})
+
+
 def make_segment(config, optimizer: optax.GradientTransformation):
     """The jitted ``(state, values) -> state`` that runs ``config.segment`` optimizer steps on
     every restart of every grid point (restarts sharded over the devices — every process's, in
     a group); ``values``: the claim's traced parameters
     (:func:`jaxpriv.registry.programs.traced_values` of the relation: one program serves every
     instance of a claim that shares one)."""
-    base = registry.get(config.relation)
     setup = config.setup
-    fixed = {key: value for key, value in config.options.items()
-             if key not in registry.programs.traced_values(base)}
     grid = jnp.asarray(config.grid, jnp.float32)
     eps = jnp.float32(config.param)
     t0, t1 = config.temperature
     mesh = Mesh(np.array(jax.devices()), ("restarts",))
 
     def restart_step(params, opt_state, best_params, best_score, x, step, values):
-        relation = registry.programs.bind(base, values)
-        options = {**fixed, **values}
+        relation, options = relation_at(config, values)
         fraction = jnp.minimum(step / config.steps, 1.0)
         temperature = t0 * (t1 / t0) ** fraction
         # optax minimizes: descend on the negated objective; the same pass scores the current

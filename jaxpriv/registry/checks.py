@@ -15,7 +15,7 @@ import numpy as np
 from jaxpriv.core.errors import InputError
 from jaxpriv.core.mechanisms import Mechanism
 from jaxpriv.registry.records import ATOL, RTOL, CheckResult
-from jaxpriv.registry.relations import Relation
+from jaxpriv.registry.relations import Relation, _same
 from jaxpriv.registry import programs
 from jaxpriv.registry.store import notion
 
@@ -122,7 +122,7 @@ def check(relation: Relation, mech: Mechanism, *, parameter=None, rtol: float = 
     with jax.enable_x64(True):
         mech = mech.astype(jnp.float64)
         values = programs.traced_values(relation, np.float64)
-        shared = all(_same_number(options.get(name), value) for name, value in values.items())
+        shared = all(_same(options.get(name), value) for name, value in values.items())
         if not shared:
             values = {}  # options that are not the instance's own: a program of its own
         key = _check_key(programs.program_key(relation) if shared else ("relation", relation),
@@ -150,13 +150,6 @@ def _hashable(*parts):
         return parts
     except TypeError:
         return None
-
-
-def _same_number(given, value) -> bool:
-    try:
-        return float(given) == value
-    except (TypeError, ValueError):
-        return False
 
 
 def _check_key(program, measured: bool, rtol, atol, options):

@@ -7,8 +7,8 @@ A claim opts in by giving its bound with the parameters as keywords (:attr:`Clai
 <jaxpriv.registry.claims.Claim>`, written in ``jnp``); parameters that set a shape (the number
 of uses ``k`` of a composed level: its count vectors) stay constants of the program
 (:attr:`ClaimParameter.traced <jaxpriv.registry.claims.ClaimParameter>` false). Its notions
-must take the traced options (:func:`is_traced` values skip the Python checks a claim parameter
-has already made).
+must take the traced options (a traced value skips the Python checks a claim parameter has
+already made: :func:`jaxpriv.core.pair_notions._number`).
 
 An engine asks :func:`program_key` for the key of its program cache, passes
 :func:`traced_values` to the compiled program, and inside it evaluates :func:`bind` — the
@@ -32,18 +32,11 @@ import copy
 import functools
 from typing import Any, Hashable, Mapping
 
-import jax
 import numpy as np
 
 from jaxpriv.registry.store import CLAIMS
 
-__all__ = ["bind", "is_traced", "program_key", "traced_values"]
-
-
-def is_traced(value: Any) -> bool:
-    """Whether a notion option is a traced value (an argument of a compiled program): its
-    Python checks (a number, in range) were made where it was set, and cannot be made on it."""
-    return isinstance(value, jax.core.Tracer)
+__all__ = ["bind", "program_key", "traced_values"]
 
 
 def _shared(relation):
@@ -77,9 +70,8 @@ def program_key(relation) -> Hashable:
 def traced_values(relation, dtype=None) -> dict[str, Any]:
     """The values a shared program takes as arguments (``{}`` where it takes none): scalars of
     the program's ``dtype`` (``float32`` for a sweep's step or a search's segment, ``float64``
-    for the checks; ``None``: Python floats). Not Python floats in a program: a float64
-    scalar argument converted to float32 inside a vectorized loop crashed LLVM's instruction
-    selection on an AVX-512 CPU (``Cannot select: X86ISD::SUBV_BROADCAST_LOAD``)."""
+    for the checks; ``None``: Python floats): typed scalars, so a program's argument types do not
+    depend on whether 64-bit types are on where it is called."""
     claim = _shared(relation)
     if claim is None:
         return {}

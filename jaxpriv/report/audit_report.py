@@ -12,7 +12,7 @@ from jaxpriv import audit
 from jaxpriv.audit.verdict import format_number
 from jaxpriv.engines import io
 from jaxpriv.report.files import write_search, write_sweep
-from jaxpriv.report.grid import FIGURES, draw_finished, is_fresh, plot_grid, plot_relation
+from jaxpriv.report.grid import FIGURES, draw_finished, kept_or_drawn, plot_grid, plot_relation
 
 
 def _slack_text(v: dict) -> str:
@@ -76,9 +76,8 @@ def write_audit(out: Path, summary: dict) -> None:
     out = Path(out)
     figures = {}
     for v in summary["relations"]:
-        path = out / FIGURES / f"{v['relation']}.png"
-        figures[v["relation"]] = path if is_fresh(path, out, v["relation"]) else \
-            plot_relation(out, v["relation"], path)
+        figures[v["relation"]] = kept_or_drawn(out / FIGURES / f"{v['relation']}.png", out,
+                                               v["relation"], plot_relation)
     plot_grid(out, out / FIGURES / "grid.png", [v["relation"] for v in summary["relations"]])
     header, rows = audit_table(summary)
     intro = (f"Budget **{summary['budget']}**, seed {summary['seed']}, "

@@ -88,26 +88,35 @@ def plot_cell(out: Path, rid: str, path: Path | None = None) -> Path:
     return _save(fig, path or cell_path(out, rid), dpi=GRID_DPI)
 
 
+def _runs(out: Path, rid: str) -> list[Path] | None:
+    """``rid``'s two run summaries, or ``None`` while a run is not finished."""
+    runs = [Path(out) / rid / kind / "summary.json" for kind in ("sweep", "search")]
+    return runs if all(run.exists() for run in runs) else None
+
+
 def is_fresh(figure: Path, out: Path, rid: str) -> bool:
     """Whether ``figure`` was drawn from ``rid``'s finished runs as they are now (newer than
     both runs' ``summary.json``)."""
-    figure = Path(figure)
-    runs = [Path(out) / rid / kind / "summary.json" for kind in ("sweep", "search")]
-    if not figure.exists() or not all(run.exists() for run in runs):
-        return False
-    return figure.stat().st_mtime >= max(run.stat().st_mtime for run in runs)
+    figure, runs = Path(figure), _runs(out, rid)
+    return runs is not None and figure.exists() and \
+        figure.stat().st_mtime >= max(run.stat().st_mtime for run in runs)
+
+
+def kept_or_drawn(figure: Path, out: Path, rid: str, draw) -> Path:
+    """``figure`` as it is where :func:`is_fresh`, else drawn again by ``draw(out, rid,
+    figure)``."""
+    return Path(figure) if is_fresh(figure, out, rid) else draw(out, rid, figure)
 
 
 def draw_finished(out: Path, rid: str) -> None:
     """A finished relation's report figure and grid cell, drawn as soon as its runs are done
     (in an audit's worker process, beside the other relations' runs, instead of one by one at
-    the end: the report of a 63-relation audit spent 27 s drawing them); nothing if a run is
-    not finished."""
-    out = Path(out)
-    if not all((out / rid / kind / "summary.json").exists() for kind in ("sweep", "search")):
+    the end: the report of a 63-relation audit spent 27 s drawing them); nothing while a run is
+    not finished, or where they are drawn already (a resumed audit)."""
+    if _runs(out, rid) is None:
         return
-    plot_relation(out, rid, out / FIGURES / f"{rid}.png")
-    plot_cell(out, rid)
+    kept_or_drawn(Path(out) / FIGURES / f"{rid}.png", out, rid, plot_relation)
+    kept_or_drawn(cell_path(out, rid), out, rid, plot_cell)
 
 
 def grid_legend() -> list:
@@ -141,30 +150,23 @@ def plot_grid(out: Path, path: Path, ids: list[str] | None = None, columns: int 
     rows = -(-len(ids) // columns)
     # the cells drawn one by one (or kept from the audit's workers) and tiled: one figure of
     # 2 × 63 axes spent 11 s in matplotlib's constrained layout alone
-    tiles = []
-    for rid in ids:
-        cell = cell_path(out, rid)
-        if not is_fresh(cell, out, rid):
-            plot_cell(out, rid, cell)
-        tiles.append(image.imread(cell)[..., :3])
+    tiles = [image.imread(kept_or_drawn(cell_path(out, rid), out, rid, plot_cell))[..., :3]
+             for rid in ids]
     height, width = tiles[0].shape[:2]
     blank = np.ones((height, width, 3), tiles[0].dtype)
     tiles += [blank] * (rows * columns - len(tiles))
     mosaic = np.concatenate([np.concatenate(tiles[i * columns:(i + 1) * columns], axis=1)
                              for i in range(rows)], axis=0)
     key = grid_legend()
-    fig = plt.figure(figsize=(mosaic.shape[1] / GRID_DPI, 0.5))
+    # the key drawn at the cells' resolution, as wide as the mosaic (to a pixel of rounding)
+    fig = plt.figure(figsize=(mosaic.shape[1] / GRID_DPI, 0.5), dpi=GRID_DPI)
     fig.legend(handles=key, loc="center", ncol=len(key) // 2 if columns < 4 else len(key),
                fontsize=8, frameon=False)
     fig.canvas.draw()
-    legend = np.asarray(fig.canvas.buffer_rgba())[..., :3].astype(mosaic.dtype)
+    legend = np.asarray(fig.canvas.buffer_rgba())[:, :mosaic.shape[1], :3] / 255.0
     plt.close(fig)
-    if mosaic.dtype != np.uint8:
-        legend = legend / 255.0
-    legend = legend[:, :mosaic.shape[1]]
-    if legend.shape[1] < mosaic.shape[1]:
-        pad = np.ones((legend.shape[0], mosaic.shape[1] - legend.shape[1], 3), mosaic.dtype)
-        legend = np.concatenate([legend, pad], axis=1)
+    legend = np.pad(legend, ((0, 0), (0, mosaic.shape[1] - legend.shape[1]), (0, 0)),
+                    constant_values=1.0).astype(mosaic.dtype)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     image.imsave(path, np.concatenate([mosaic, legend], axis=0), dpi=GRID_DPI)
