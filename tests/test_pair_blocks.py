@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from jaxpriv import Mechanism, level
-from jaxpriv.core import pair_notions, pair_levels
+from jaxpriv.core import pair_levels, pair_notions, zcdp
 
 KEYS = {"tv": {}, "kl": {}, "chi2": {}, "renyi": {"order": 3.0}, "zcdp": {},
         "delta": {"epsilon": 0.5}, "eps_at_delta": {"delta": 1e-3}, "gdp": {}}
@@ -60,7 +60,7 @@ def test_levels_over_blocks_equal_the_one_shot_max(x64, monkeypatch, key):
         assert not np.isnan(np.asarray(g)).any()
 
 
-PRUNED = {"zcdp": (pair_levels.zcdp, {}, pair_notions.zcdp_pair),
+PRUNED = {"zcdp": (pair_levels.zcdp, {}, zcdp.zcdp_pair),
           "eps_at_delta": (pair_levels.eps_at_delta, {"delta": 1e-3},
                            lambda P, Q: pair_notions.eps_at_delta_pair(P, Q, 1e-3))}
 
@@ -108,7 +108,7 @@ def test_the_bound_is_above_every_pairs_rho(x64, sharpness):
     Q[:50] /= Q[:50].sum(-1, keepdims=True)
     with np.errstate(divide="ignore"):
         log_P, log_Q = jnp.log(P), jnp.log(Q)
-    exact = jax.jit(pair_notions.zcdp_pair)(log_P, log_Q)
+    exact = jax.jit(zcdp.zcdp_pair)(log_P, log_Q)
     d_inf = pair_notions.ldp_pair(log_P, log_Q)
     for floor in (0.0, float(jnp.median(exact)), float(jnp.max(jnp.where(
             jnp.isfinite(exact), exact, 0.0)))):

@@ -13,7 +13,7 @@ from scipy.stats import norm
 
 import reference
 from jaxpriv import InputError, Mechanism, level
-from jaxpriv.core import families, pair_notions
+from jaxpriv.core import families, pair_notions, zcdp
 
 KEYS = ("tv", "kl", "chi2", "renyi", "zcdp", "delta", "eps_at_delta", "gdp", "max_leakage",
         "pml")
@@ -83,7 +83,7 @@ def test_zcdp_finds_the_higher_of_two_local_maxima(x64, K, before):
     which sat on the lower peak: ``before`` is what it returned (1.1% and 0.5% low). The branch
     and bound (chord bounds of the convex ``(α−1)D_α``) finds the higher one."""
     expected = float(reference.zcdp(*reference._m(K)))  # the ordered pair (row 0, row 1)
-    got = float(pair_notions.zcdp_pair(*jnp.log(jnp.asarray(K))))
+    got = float(zcdp.zcdp_pair(*jnp.log(jnp.asarray(K))))
     assert got == pytest.approx(expected, rel=1e-9)
     assert got > before * (1 + 4e-3)
 
@@ -96,7 +96,7 @@ def test_zcdp_is_never_below_a_dense_scan_of_orders(x64):
         with np.errstate(divide="ignore"):
             logs = jnp.asarray(np.log(rng.dirichlet(np.full(m, concentration), size=(2000, 2))))
         log_P, log_Q = logs[:, 0], logs[:, 1]
-        value = np.asarray(jax.jit(pair_notions.zcdp_pair)(log_P, log_Q))
+        value = np.asarray(jax.jit(zcdp.zcdp_pair)(log_P, log_Q))
         orders = 1.0 + np.exp(np.linspace(-14.0, 12.0, 1301))
         scan = np.asarray(jax.jit(lambda p, q: jnp.max(jax.vmap(
             lambda a: pair_notions.renyi_over_order(p, q, a))(jnp.asarray(orders)), axis=0))(
@@ -329,8 +329,8 @@ def test_zcdp_bracket_top_does_not_overflow_float32():
     D_∞/KL to +∞ and the grid of orders to NaN. The float32 level now agrees with float64."""
     P = [0.0, -402.5, -75.0, -90.0]
     Q = [0.0, -797.0, -75.01, -90.0]
-    narrow = pair_notions.zcdp_pair(jnp.asarray(P, jnp.float32), jnp.asarray(Q, jnp.float32))
+    narrow = zcdp.zcdp_pair(jnp.asarray(P, jnp.float32), jnp.asarray(Q, jnp.float32))
     with jax.enable_x64(True):
-        wide = pair_notions.zcdp_pair(jnp.asarray(P, jnp.float64), jnp.asarray(Q, jnp.float64))
+        wide = zcdp.zcdp_pair(jnp.asarray(P, jnp.float64), jnp.asarray(Q, jnp.float64))
     assert np.isfinite(narrow) and float(wide) == pytest.approx(66.72906110723, rel=1e-10)
     assert float(narrow) == pytest.approx(float(wide), rel=1e-5)

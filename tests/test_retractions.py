@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from jaxpriv import registry
-from jaxpriv.core import pair_notions, retractions
+from jaxpriv.core import retractions, zcdp
 from jaxpriv.core.mechanisms import Mechanism
 
 PREMISES = [("zcdp", {}), ("renyi", {"order": 16.0}), ("kl", {}), ("gdp", {}),
@@ -127,7 +127,7 @@ def test_zcdp_derivative_is_the_envelope_theorems():
 
             def rho(z):
                 log_K = jax.nn.log_softmax(z, axis=-1)
-                return pair_notions.zcdp_pair(log_K[0], log_K[1])
+                return zcdp.zcdp_pair(log_K[0], log_K[1])
 
             grad = np.asarray(jax.grad(rho)(logits))
             h = 1e-6
