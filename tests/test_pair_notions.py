@@ -334,3 +334,18 @@ def test_zcdp_bracket_top_does_not_overflow_float32():
         wide = zcdp.zcdp_pair(jnp.asarray(P, jnp.float64), jnp.asarray(Q, jnp.float64))
     assert np.isfinite(narrow) and float(wide) == pytest.approx(66.72906110723, rel=1e-10)
     assert float(narrow) == pytest.approx(float(wide), rel=1e-5)
+
+
+def test_zcdp_float32_is_not_zero_where_kl_underflows():
+    """Found by comparing float32 with float64 on near-deterministic pairs: with ``P = e^−87.8``
+    and ``Q = e^−96.1`` beside ``P = Q ≈ 1``, float32 flushes the KL's subnormal term to 0
+    (float64: 5.6e-38) and the level read 0 (``P = Q``) where ρ = 0.19 (at α ≈ 12). The test
+    for ``P = Q`` is now ``D_∞ > 0``, and a KL of 0 searches the whole range of orders."""
+    P = [-87.7656, 0.0]
+    Q = [-96.13618, 0.0]
+    narrow = zcdp.zcdp_pair(jnp.asarray(P, jnp.float32), jnp.asarray(Q, jnp.float32))
+    with jax.enable_x64(True):
+        wide = zcdp.zcdp_pair(jnp.asarray(P, jnp.float64), jnp.asarray(Q, jnp.float64))
+    expected = float(reference.zcdp(*reference._m(np.exp([P, Q]))))  # 50-digit mpmath
+    assert float(wide) == pytest.approx(expected, rel=1e-9) and 0.19 < expected < 0.191
+    assert float(narrow) == pytest.approx(float(wide), rel=1e-4)

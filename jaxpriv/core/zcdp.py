@@ -47,12 +47,12 @@ def zcdp_pair(log_P, log_Q):
     the envelope theorem's (Danskin: ``∂ρ/∂θ = ∂(D_α/α)/∂θ`` at the maximizing order), one
     Rényi evaluation's, not the search's (whose reverse pass through the search dominated the
     zCDP-premise searches' compile and run time)."""
-    u_best, at_kl, infinite = _zcdp_order(jax.lax.stop_gradient(log_P),
+    u_best, at_kl, infinite, distinct = _zcdp_order(jax.lax.stop_gradient(log_P),
                                           jax.lax.stop_gradient(log_Q))
     kl = kl_pair(log_P, log_Q)  # again, with its derivative
     on_order = renyi_over_order(log_P, log_Q, 1.0 + jnp.exp(u_best))
     value = jnp.where(at_kl, kl, on_order)
-    return jnp.where(infinite, jnp.inf, jnp.where(kl > 0, value, 0.0))
+    return jnp.where(infinite, jnp.inf, jnp.where(distinct, value, 0.0))
 
 
 def chord_sup(tl, tr, Kl, Kr):
@@ -77,7 +77,8 @@ def chord_sup(tl, tr, Kl, Kr):
 
 def _zcdp_order(log_P, log_Q):
     """The order ``u = log(α − 1)`` of :func:`zcdp_pair`'s max, whether the α → 1 limit (KL) is
-    the max instead, and whether ``D_∞ = ∞`` (no derivative: the caller recomputes the value).
+    the max instead, whether ``D_∞ = ∞`` and whether ``D_∞ > 0`` (``P ≠ Q``; no derivative:
+    the caller recomputes the value).
 
     ``g(u) = D_α/α`` is not unimodal in general (random 3–8-output pairs have two local maxima
     about once in 3,000; a grid with golden-section refinement around its best point missed
@@ -91,12 +92,17 @@ def _zcdp_order(log_P, log_Q):
     usable = (kl > 0) & ~infinite
     wide = dtype == jnp.float64
     # the bracket's top D_∞/KL, in logs: a KL of 1e-40 under a D_∞ of 395 (float32 entries of
-    # e^−400) overflowed it to +∞ and the grid to NaN; capped at α − 1 = 1e300 (float64),
-    # 1e30 (float32), where α·log P stays finite — the orders beyond add at most
-    # D_∞/cap ≤ 1e-297 (1e-27) to ρ
-    cap = math.log(1e300 if wide else 1e30)
+    # e^−400) overflowed it to +∞ and the grid to NaN; capped at α − 1 = 1e150 (float64),
+    # 1e18 (float32), where α(α − 1) stays finite (at 1e30 it overflowed float32, and the
+    # orders' values came out ∞ or NaN at XLA's optimization level 0) — the orders beyond
+    # add at most D_∞/cap to ρ
+    cap = math.log(1e150 if wide else 1e18)
+    # a KL of 0 under a positive D_∞ is float32's flush of subnormal terms (P = e^−88 and
+    # Q = e^−96 beside P = Q = 1: KL 5.6e-38, ρ 0.19 at α ≈ 12): the whole range
+    distinct = d_inf > 0
     log_top = jnp.where(usable, jnp.log(jnp.where(usable, d_inf, 2.0)) -
-                        jnp.log(jnp.where(usable, kl, 1.0)), math.log(2.0))
+                        jnp.log(jnp.where(usable, kl, 1.0)),
+                        jnp.where(distinct & ~infinite, math.inf, math.log(2.0)))
     points, rounds, split, tolerance, steps = (
         (ZCDP_GRID, ZCDP_ROUNDS, ZCDP_SPLIT, ZCDP_TOLERANCE, ZCDP_GOLDEN_STEPS) if wide
         else _ZCDP_FLOAT32)
@@ -107,9 +113,15 @@ def _zcdp_order(log_P, log_Q):
     fractions = jnp.linspace(0.0, 1.0, points, dtype=dtype)
     grid = low + (high[..., None] - low) * fractions  # (*p, G) in u = log(α − 1)
 
-    def g(u):  # D_α/α at α = 1 + e^u, u (*p, k)
-        return jax.vmap(lambda v: renyi_over_order(log_P, log_Q, 1.0 + jnp.exp(v)),
-                        in_axes=-1, out_axes=-1)(u)
+    def one(u):  # D_α/α at α = 1 + e^u, u shaped like the pairs' leading axes
+        value = renyi_over_order(log_P, log_Q, 1.0 + jnp.exp(u))
+        # finite where D_∞ is (the infinite pairs are answered apart): a value that is not is
+        # the float32 evaluation failing at a huge order (seen at XLA's optimization level 0:
+        # ∞ at α = 3e8 on a pair whose D_α/α there is 3e-8) and must not win the search
+        return jnp.where(jnp.isfinite(value), value, -jnp.inf)
+
+    def g(u):  # the same at u (*p, k)
+        return jax.vmap(one, in_axes=-1, out_axes=-1)(u)
 
     def bound(ul, ur, gl, gr):  # of D_α/α over [ul, ur] (chord of K where t(t+1) is finite)
         tl, tr = jnp.exp(ul), jnp.exp(ur)
@@ -145,7 +157,7 @@ def _zcdp_order(log_P, log_Q):
         need = pick(bounds, chosen) > best * (1.0 + tolerance)
         ul, ur, gl, gr = (pick(x, chosen) for x in (lows, highs, g_lows, g_highs))
         u = [ul + (ur - ul) * (q + 1) / (split + 1) for q in range(split)]
-        values = [renyi_over_order(log_P, log_Q, 1.0 + jnp.exp(v[..., 0]))[..., None]
+        values = [one(v[..., 0])[..., None]
                   for v in u]
         ends_u, ends_g = [ul, *u, ur], [gl, *values, gr]
         parts = [bound(ends_u[q], ends_u[q + 1], ends_g[q], ends_g[q + 1])
@@ -182,9 +194,6 @@ def _zcdp_order(log_P, log_Q):
     c = b - _GOLDEN * (b - a)
     d = a + _GOLDEN * (b - a)
 
-    def one(u):
-        return renyi_over_order(log_P, log_Q, 1.0 + jnp.exp(u))
-
     def golden(_, state):
         a, b, c, d, gc, gd = state
         left = gc >= gd  # the max is in [a, d]: d ← c, evaluate a new c
@@ -198,7 +207,7 @@ def _zcdp_order(log_P, log_Q):
     a, b, c, d, gc, gd = jax.lax.fori_loop(0, steps, golden, (a, b, c, d, one(c), one(d)))
     refined = jnp.maximum(gc, gd)
     u_best = jnp.where(refined > best, jnp.where(gc >= gd, c, d), u_best)
-    return u_best, kl >= jnp.maximum(refined, best), infinite
+    return u_best, kl >= jnp.maximum(refined, best), infinite, distinct
 
 
 __all__ = ["zcdp_pair", "chord_sup", "ZCDP_GRID", "ZCDP_ROUNDS", "ZCDP_SPLIT",
