@@ -157,8 +157,8 @@ def _zcdp_order(log_P, log_Q):
         need = pick(bounds, chosen) > best * (1.0 + tolerance)
         ul, ur, gl, gr = (pick(x, chosen) for x in (lows, highs, g_lows, g_highs))
         u = [ul + (ur - ul) * (q + 1) / (split + 1) for q in range(split)]
-        values = [one(v[..., 0])[..., None]
-                  for v in u]
+        stacked = g(jnp.concatenate(u, axis=-1))  # one evaluation's program for the S points
+        values = [stacked[..., q:q + 1] for q in range(split)]
         ends_u, ends_g = [ul, *u, ur], [gl, *values, gr]
         parts = [bound(ends_u[q], ends_u[q + 1], ends_g[q], ends_g[q + 1])
                  for q in range(split + 1)]
