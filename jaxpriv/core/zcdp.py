@@ -131,9 +131,48 @@ def _zcdp_order(log_P, log_Q):
                            jnp.where(in_range, gr, gl) * tr_in * (tr_in + 1.0))
         return jnp.where(in_range, chords, d_inf[..., None] / (tl + 1.0))
 
+    on_grid = g(grid)
+    j = jnp.argmax(on_grid, axis=-1)[..., None]
+    best = jnp.take_along_axis(on_grid, j, axis=-1)
+    u_best = jnp.take_along_axis(grid, j, axis=-1)
+    neighbours = (jnp.take_along_axis(grid, jnp.maximum(j - 1, 0), axis=-1),
+                  jnp.take_along_axis(grid, jnp.minimum(j + 1, points - 1), axis=-1))
+    if rounds:  # float64 only: float32 goes from the grid's best point to golden section
+        best, u_best, neighbours = _branch_and_bound(grid, on_grid, best, u_best, neighbours,
+                                                     g, bound, rounds, split, tolerance)
+    a, b = neighbours
+    best, u_best, a, b = (x[..., 0] for x in (best, u_best, a, b))
+
+    # golden-section search between the best point's neighbours (one evaluation per step)
+    c = b - _GOLDEN * (b - a)
+    d = a + _GOLDEN * (b - a)
+
+    def golden(_, state):
+        a, b, c, d, gc, gd = state
+        left = gc >= gd  # the max is in [a, d]: d ← c, evaluate a new c
+        a, b = jnp.where(left, a, c), jnp.where(left, d, b)
+        new = jnp.where(left, b - _GOLDEN * (b - a), a + _GOLDEN * (b - a))
+        g_new = one(new)
+        c, d = jnp.where(left, new, d), jnp.where(left, c, new)
+        gc, gd = jnp.where(left, g_new, gd), jnp.where(left, gc, g_new)
+        return a, b, c, d, gc, gd
+
+    a, b, c, d, gc, gd = jax.lax.fori_loop(0, steps, golden, (a, b, c, d, one(c), one(d)))
+    refined = jnp.maximum(gc, gd)
+    u_best = jnp.where(refined > best, jnp.where(gc >= gd, c, d), u_best)
+    return u_best, kl >= jnp.maximum(refined, best), infinite, distinct
+
+
+def _branch_and_bound(grid, on_grid, best, u_best, neighbours, g, bound, rounds, split,
+                      tolerance):
+    """:func:`_zcdp_order`'s rounds: each splits the interval (between points evaluated so
+    far) whose bound is largest into ``split + 1``, while that bound exceeds the best value by
+    more than ``tolerance``; returns the best value, its ``u`` and its neighbouring points
+    (each ``(*p, 1)``)."""
+    dtype = grid.dtype
+    points = grid.shape[-1]
     # the intervals between the points so far, unordered: the grid's, then `split` more per
     # round (free slots: bound −∞); a round splits the interval of the largest bound
-    on_grid = g(grid)
     free = jnp.full((*grid.shape[:-1], rounds * split), -jnp.inf, dtype)
     lows = jnp.concatenate([grid[..., :-1], free], axis=-1)
     highs = jnp.concatenate([grid[..., 1:], free], axis=-1)
@@ -141,11 +180,6 @@ def _zcdp_order(log_P, log_Q):
     g_highs = jnp.concatenate([on_grid[..., 1:], free], axis=-1)
     bounds = jnp.concatenate([bound(grid[..., :-1], grid[..., 1:], on_grid[..., :-1],
                                     on_grid[..., 1:]), free], axis=-1)
-    j = jnp.argmax(on_grid, axis=-1)[..., None]
-    best = jnp.take_along_axis(on_grid, j, axis=-1)
-    u_best = jnp.take_along_axis(grid, j, axis=-1)
-    neighbours = (jnp.take_along_axis(grid, jnp.maximum(j - 1, 0), axis=-1),
-                  jnp.take_along_axis(grid, jnp.minimum(j + 1, points - 1), axis=-1))
     slots = jnp.arange(lows.shape[-1])
 
     def pick(x, chosen):  # x at the one True of `chosen` along the last axis (no gather)
@@ -185,29 +219,8 @@ def _zcdp_order(log_P, log_Q):
         return lows, highs, g_lows, g_highs, bounds, best, u_best, (a, b)
 
     state = (lows, highs, g_lows, g_highs, bounds, best, u_best, neighbours)
-    if rounds:
-        *_, best, u_best, neighbours = jax.lax.fori_loop(0, rounds, round_, state)
-    a, b = neighbours
-    best, u_best, a, b = (x[..., 0] for x in (best, u_best, a, b))
-
-    # golden-section search between the best point's neighbours (one evaluation per step)
-    c = b - _GOLDEN * (b - a)
-    d = a + _GOLDEN * (b - a)
-
-    def golden(_, state):
-        a, b, c, d, gc, gd = state
-        left = gc >= gd  # the max is in [a, d]: d ← c, evaluate a new c
-        a, b = jnp.where(left, a, c), jnp.where(left, d, b)
-        new = jnp.where(left, b - _GOLDEN * (b - a), a + _GOLDEN * (b - a))
-        g_new = one(new)
-        c, d = jnp.where(left, new, d), jnp.where(left, c, new)
-        gc, gd = jnp.where(left, g_new, gd), jnp.where(left, gc, g_new)
-        return a, b, c, d, gc, gd
-
-    a, b, c, d, gc, gd = jax.lax.fori_loop(0, steps, golden, (a, b, c, d, one(c), one(d)))
-    refined = jnp.maximum(gc, gd)
-    u_best = jnp.where(refined > best, jnp.where(gc >= gd, c, d), u_best)
-    return u_best, kl >= jnp.maximum(refined, best), infinite, distinct
+    *_, best, u_best, neighbours = jax.lax.fori_loop(0, rounds, round_, state)
+    return best, u_best, neighbours
 
 
 __all__ = ["zcdp_pair", "chord_sup", "ZCDP_GRID", "ZCDP_ROUNDS", "ZCDP_SPLIT",
