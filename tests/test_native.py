@@ -183,7 +183,7 @@ def _small_source(tmp_path, monkeypatch):
     takes 5-16 s): the build's caching and locking do not depend on what it compiles."""
     source = tmp_path / "small.cc"
     source.write_text('extern "C" int JaxprivNativeLanes() { return 8; }\n')
-    monkeypatch.setattr(builder, "SOURCE", source)
+    monkeypatch.setattr(builder, "SOURCES", (source,))
     return source
 
 
@@ -437,7 +437,7 @@ def test_processes_building_at_once_build_once(monkeypatch, tmp_path):
     monkeypatch.setenv("CXX", str(wrapper))
     source = _small_source(tmp_path, monkeypatch)
     code = (f"from pathlib import Path; from jaxpriv.kernels.native import builder; "
-            f"builder.SOURCE = Path({str(source)!r}); print(builder.build())")
+            f"builder.SOURCES = (Path({str(source)!r}),); print(builder.build())")
     runs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
             for _ in range(2)]
     paths = {run.communicate(timeout=600)[0].strip() for run in runs}

@@ -24,6 +24,7 @@ from jax.scipy.special import logsumexp
 from jaxpriv.core import (composition, databases, notions, pair_notions, retractions,
                           pair_levels)
 from jaxpriv.core.divergences import safe_log
+from jaxpriv.kernels import zcdp
 from jaxpriv.registry import REQUIRED, Notion, Source, register
 
 # -- surrogates (log of a smoothed level; one mechanism) --------------------------------------
@@ -195,7 +196,7 @@ LITERATURE = (
            "(default 2; inf: the LDP level), max over ordered pairs (Mironov 2017, Def. 3)",
            source=SPEC5, params={"order": 2.0, **PAIRS}, post_processing=True,
            label="Rényi divergence D_2 (max over pairs)"),
-    Notion("zcdp", pair_levels.zcdp, doc="zCDP level ρ = sup_{α>1} D_α/α, max over ordered pairs "
+    Notion("zcdp", zcdp.zcdp, doc="zCDP level ρ = sup_{α>1} D_α/α, max over ordered pairs "
            "(Bun, Steinke 2016, Def. 1.1)", source=SPEC5, params=PAIRS, post_processing=True,
            label="zCDP level ρ"),
     Notion("delta", pair_notions.delta, doc="privacy profile δ(ε) = Σ max(0, P − e^ε Q) at ε = "

@@ -6,8 +6,10 @@ in 3,000), so the float64 level is a branch and bound over ``u = log(α−1)``: 
 that split the interval whose upper bound is largest (``K(t) = (α−1)D_α`` is convex in
 ``t = α−1``, so its chord bounds it: :func:`chord_sup`), then golden-section search between the
 best point's neighbours, against the α → 1 limit (KL). The tests check it against a dense scan
-of orders and 50-digit mpmath. The float32 path (sweep screens, the search's premise) keeps a
-12-point grid and golden-section search around its best point (see :data:`ZCDP_GRID`).
+of orders and 50-digit mpmath. The float32 path here keeps a 12-point grid and golden-section
+search around its best point (see :data:`ZCDP_GRID`); on a CPU the catalog's zCDP notion takes
+float32 pairs to the native kernel instead (:mod:`jaxpriv.kernels.zcdp`), which values them at
+the order it finds with :func:`zcdp_at_order`.
 """
 
 from __future__ import annotations
@@ -49,8 +51,17 @@ def zcdp_pair(log_P, log_Q):
     zCDP-premise searches' compile and run time)."""
     u_best, at_kl, infinite, distinct = _zcdp_order(jax.lax.stop_gradient(log_P),
                                           jax.lax.stop_gradient(log_Q))
+    return zcdp_at_order(log_P, log_Q, u_best, at_kl, infinite, distinct)
+
+
+def zcdp_at_order(log_P, log_Q, u, at_kl, infinite, distinct):
+    """``D_α/α`` at the order ``α = 1 + e^u`` (the KL divergence where ``at_kl``), ``+∞`` where
+    ``infinite``, 0 where not ``distinct``: the value of :func:`zcdp_pair` at an order found
+    apart, with its derivative (the envelope theorem's at that order). ``u`` is not used where
+    ``at_kl`` (it may be ``−∞`` there) or where the value is ``∞`` or 0."""
     kl = kl_pair(log_P, log_Q)  # again, with its derivative
-    on_order = renyi_over_order(log_P, log_Q, 1.0 + jnp.exp(u_best))
+    used = ~at_kl & ~infinite & distinct
+    on_order = renyi_over_order(log_P, log_Q, 1.0 + jnp.exp(jnp.where(used, u, 0.0)))
     value = jnp.where(at_kl, kl, on_order)
     return jnp.where(infinite, jnp.inf, jnp.where(distinct, value, 0.0))
 
@@ -223,5 +234,5 @@ def _branch_and_bound(grid, on_grid, best, u_best, neighbours, g, bound, rounds,
     return best, u_best, neighbours
 
 
-__all__ = ["zcdp_pair", "chord_sup", "ZCDP_GRID", "ZCDP_ROUNDS", "ZCDP_SPLIT",
+__all__ = ["zcdp_pair", "zcdp_at_order", "chord_sup", "ZCDP_GRID", "ZCDP_ROUNDS", "ZCDP_SPLIT",
            "ZCDP_TOLERANCE", "ZCDP_GOLDEN_STEPS"]

@@ -10,7 +10,9 @@ other operation. Where no compiler is found, the build fails, or ``JAXPRIV_NATIV
 (same values to float32 rounding); a failed build says why once, as a
 :class:`NativeKernelWarning`. The same library holds the sweep's samplers
 (:func:`sample_log_K`, :func:`sample_prior`) and the database notions' screen
-(:func:`database_levels`, for :func:`jaxpriv.kernels.fused.database_levels`).
+(:func:`database_levels`, for :func:`jaxpriv.kernels.fused.database_levels`), and
+``zcdp_orders.cc``: the zCDP level of float32 pairs and the order attaining it
+(:func:`zcdp_orders`, for :mod:`jaxpriv.kernels.zcdp`).
 
 It is used where the CPU has AVX2 or AVX-512 (8 or 16 mechanisms per vector): with 128-bit
 vectors only, the build is correct but no faster than the XLA kernel, and
@@ -71,7 +73,7 @@ __all__ = [
     "AVX2_ENVIRONMENT", "DATABASE_FIELDS", "MARCH_NEEDS", "PRIOR_KINDS", "NativeKernelWarning",
     "available", "build", "cache_root", "cpu_flags", "database_levels", "group_winners",
     "library_path", "march", "record_levels", "register", "sample_log_K", "sample_prior",
-    "state", "unavailable_reason",
+    "state", "unavailable_reason", "zcdp_orders",
 ]
 
 TARGET = "jaxpriv_record_levels"
@@ -81,6 +83,7 @@ SAMPLER_SYMBOL = "JaxprivSampleLogK"
 PRIOR_SYMBOL = "JaxprivSamplePrior"
 DATABASE_SYMBOL = "JaxprivDatabaseLevels"
 WINNERS_SYMBOL = "JaxprivGroupWinners"
+ZCDP_SYMBOL = "JaxprivZcdpOrders"
 DATABASE_FIELDS = ("dp", "bdp", "sp", "bsp", "mp", "bsp_games")
 _DATABASE_WANTS = {"dp": 1, "bdp": 2, "mp": 2 | 1, "sp": 4, "bsp": 8, "bsp_games": 16}
 PRIOR_KINDS = ("uniform", "close", "dirichlet")
@@ -212,6 +215,39 @@ def group_winners(cell: Int[Array, " N"], score: Float[Array, " N"], worst: Floa
         order.astype(jnp.float32), block=np.int32(block)))
 
 
+def zcdp_orders(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"]
+                ) -> tuple[Float[Array, "*p"], Float[Array, "*p"]]:
+    """The zCDP level ``ρ = sup_{α>1} D_α(P‖Q)/α`` of float32 pairs and the order attaining it,
+    by ``zcdp_orders.cc``: each pair in double precision, the reference's branch and bound over
+    ``u = log(α − 1)`` (:mod:`jaxpriv.core.zcdp`) stopped per pair once no interval's bound
+    exceeds the best value by 1e-9 relative. Pure; vmap and shard_map it like any JAX operation;
+    not differentiable (:func:`jaxpriv.kernels.zcdp.zcdp_pair` differentiates at the order).
+
+    Args:
+      log_P, log_Q: float32, the same shape ``(*p, m)`` (``−∞`` for a zero).
+
+    Returns:
+      ``(rho, order)``, float32 ``(*p)``: ``ρ`` (``+∞`` where ``Q = 0 < P`` somewhere, 0 where
+      ``P = Q``, NaN where an input is) and ``u = log(α − 1)`` of the maximizing order (``−∞``
+      where the α → 1 limit, the KL divergence, is the max; 0 where ``ρ`` is ``∞``, 0 or NaN).
+
+    Raises:
+      TypeError: for input that is not float32 or not of one shape.
+      RuntimeError: if the kernel is not available (see :func:`unavailable_reason`).
+    """
+    if any(jnp.result_type(a) != jnp.float32 for a in (log_P, log_Q)):
+        raise TypeError("the native kernel takes float32 input only")
+    if jnp.shape(log_P) != jnp.shape(log_Q) or jnp.ndim(log_P) < 1:
+        raise TypeError(f"log_P and log_Q must have one shape (*p, m), got {jnp.shape(log_P)} "
+                        f"and {jnp.shape(log_Q)}")
+    reason = _registered()
+    if reason is not None:
+        raise RuntimeError(f"the native kernel is not available: {reason}")
+    out = jax.ShapeDtypeStruct(jnp.shape(log_P)[:-1], jnp.float32)
+    return tuple(jax.ffi.ffi_call(TARGET + "_zcdp", (out, out), vmap_method="broadcast_all")(
+        log_P, log_Q))
+
+
 def _databases(target, log_K, log_prior, records, fields):
     unknown = set(fields) - set(DATABASE_FIELDS)
     if unknown:
@@ -314,7 +350,7 @@ def _call(target: str, *arrays: Array, with_abp: bool = True) -> tuple[Array, ..
 def register(library_file: Path, target: str, sampler_target: str | None = None) -> int:
     """Loads a built library and registers its kernel as the CPU FFI target ``target``, its
     database kernel as ``target + "_databases"``, the sweep's reduction as
-    ``target + "_winners"`` (and its
+    ``target + "_winners"``, the zCDP pairs' as ``target + "_zcdp"`` (and its
     samplers as ``sampler_target`` and ``sampler_target + "_prior"``, if given).
 
     Returns:
@@ -328,6 +364,8 @@ def register(library_file: Path, target: str, sampler_target: str | None = None)
                                 platform="cpu")
     jax.ffi.register_ffi_target(target + "_winners",
                                 jax.ffi.pycapsule(getattr(library, WINNERS_SYMBOL)),
+                                platform="cpu")
+    jax.ffi.register_ffi_target(target + "_zcdp", jax.ffi.pycapsule(getattr(library, ZCDP_SYMBOL)),
                                 platform="cpu")
     if sampler_target is not None:
         jax.ffi.register_ffi_target(sampler_target,

@@ -30,11 +30,14 @@ from pathlib import Path
 import jax
 
 __all__ = [
-    "AVX2_ENVIRONMENT", "BUILD_TIMEOUT_S", "FLAGS", "MARCH_NEEDS", "SOURCE", "build",
+    "AVX2_ENVIRONMENT", "BUILD_TIMEOUT_S", "FLAGS", "MARCH_NEEDS", "SOURCES", "build",
     "cache_root", "cpu_flags", "library_path", "march",
 ]
 
-SOURCE = Path(__file__).with_name("record_levels.cc")
+SOURCES = (Path(__file__).with_name("record_levels.cc"),
+           Path(__file__).with_name("zcdp_orders.cc"))
+"""The library's translation units: the record notions' kernel, the samplers and the sweep's
+reduction; the zCDP level of float32 pairs."""
 FLAGS = ("-std=c++17", "-O3", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared")
 """Plus ``-march=native`` by default: the library is built for the machine that runs it (the
 cache key holds the CPU's feature flags). No ``-ffast-math``: infinities are values here
@@ -72,7 +75,8 @@ def cpu_flags() -> set[str]:
 def library_path(march: str = "native") -> Path:
     """Where the library for this source, flags, compiler, JAX and CPU is cached."""
     key = hashlib.sha256()
-    for part in (SOURCE.read_bytes(), " ".join(FLAGS).encode(), march.encode(),
+    for part in (*(source.read_bytes() for source in SOURCES), " ".join(FLAGS).encode(),
+                 march.encode(),
                  _compiler_identity().encode(), jax.__version__.encode(),
                  _cpu_identity().encode()):
         key.update(part)
@@ -100,7 +104,7 @@ def cache_root() -> Path:
 
 
 def build(march: str = "native") -> Path:
-    """Compiles ``record_levels.cc`` into :func:`library_path` unless it is there already.
+    """Compiles :data:`SOURCES` into :func:`library_path` unless it is there already.
 
     The library is written to a temporary file and renamed into place, so concurrent builds
     (two processes, a killed one) never leave a partial library behind.
@@ -154,8 +158,8 @@ def _build_lock(target: Path):
 def _compile(compiler: str, march: str, target: Path) -> Path:
     handle, partial = tempfile.mkstemp(suffix=".so", dir=target.parent)
     os.close(handle)
-    command = [compiler, *FLAGS, f"-march={march}", "-I", jax.ffi.include_dir(), str(SOURCE),
-               "-o", partial]
+    command = [compiler, *FLAGS, f"-march={march}", "-I", jax.ffi.include_dir(),
+               *map(str, SOURCES), "-o", partial]
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
         if result.returncode != 0:

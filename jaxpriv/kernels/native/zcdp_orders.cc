@@ -1,0 +1,296 @@
+// The zCDP level of float32 pairs, rho = sup_{alpha>1} D_alpha(P||Q)/alpha (Bun, Steinke 2016,
+// Def. 1.1), and the order that attains it: jaxpriv.kernels.zcdp's float32 path on the CPU.
+//
+// Why by hand: XLA:CPU evaluates the float32 level as a 12-point grid and 16 golden-section steps
+// over the order, each a vector operation over a short trailing axis of outputs; the search's
+// premise retraction evaluates ~15 such levels per step, and that was most of a zCDP-premise
+// search. Here each pair is one scalar loop in double precision, and the search over
+// u = log(alpha - 1) is the float64 reference's (jaxpriv.core.zcdp): a branch and bound whose
+// intervals are bounded by the chord of the convex K(t) = (alpha - 1) D_alpha, t = alpha - 1, but
+// at most kRounds rounds (fewer where no interval's bound exceeds the best value by kTolerance),
+// then Newton's method on g's stationarity condition between the best point's neighbours. So it finds the higher of two
+// local maxima, which the float32 XLA search can miss.
+//
+// Evaluation without cancellation: with L = log(P/Q) and phi(x) = e^x - 1 - x >= 0,
+//   alpha(alpha - 1) H_alpha = sum_{P>0} P phi(t L) + t KL,   KL = sum_{P>0} P phi(-L) + sum_{P=0} Q
+// (the f-divergence form of sum P^alpha Q^(1-alpha) - 1, every term >= 0), and
+// D_alpha / alpha = log1p(that) / (t (t + 1)); where t max L > 600 the log-sum-exp
+// t max L + log sum P e^{t (L - max L)} instead (no overflow; the normalization's float32
+// rounding is then negligible).
+//
+// Contract (tests/test_zcdp_native.py holds it against the float64 reference): for each pair,
+// value = rho rounded to float32 and order = the maximizing u, -inf where the alpha -> 1 limit
+// (KL) is the max; +inf value where Q = 0 < P somewhere (every D_alpha is), 0 where P = Q
+// (D_inf = 0); NaN in, NaN out.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "xla/ffi/api/ffi.h"
+
+namespace ffi = xla::ffi;
+
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+constexpr int kGrid = 12;            // points of the first grid in u
+constexpr int kSplit = 3;            // points each round adds inside the interval it splits
+constexpr int kRounds = 4;           // branch-and-bound rounds at most
+constexpr int kMaxPoints = kGrid + kSplit * kRounds;
+constexpr double kTolerance = 1e-7;  // relative gap below which no interval is split
+constexpr int kNewtonSteps = 12;     // safeguarded Newton steps between the best point's neighbours
+constexpr double kLow = -13.815510557964274;   // log(1e-6): alpha - 1 from 1e-6
+constexpr double kCap = 345.38776394910684;    // log(1e150): alpha - 1 at most 1e150
+constexpr double kChordTop = 1e150;  // beyond, t (t + 1) would overflow: the bound D_inf/(t+1)
+constexpr double kLargeExponent = 600.0;  // beyond, e^{t L} would near overflow
+
+// expm1(x) and phi(x) = e^x - 1 - x, phi without cancellation near 0: its series x^2/2! + ... +
+// x^6/6! for |x| < 1/100 (the remainder is below 3e-14 of the sum there), else expm1(x) - x
+// (relative error below 5e-14 for |x| >= 1/100).
+inline void expm1_phi(double x, double* em1, double* f) {
+  if (std::fabs(x) < 0.01) {
+    *f = x * x * (0.5 + x * (1.0 / 6.0 + x * (1.0 / 24.0 + x * (1.0 / 120.0 + x / 720.0))));
+    *em1 = *f + x;
+  } else {
+    *em1 = std::expm1(x);
+    *f = *em1 - x;
+  }
+}
+
+struct Pair {
+  int size = 0;            // outputs with P > 0
+  double L[64];            // their log(P/Q) (the first 64; more go to the heap)
+  double P[64];
+  const double* l = L;
+  const double* p = P;
+  double kl = 0.0;
+  double d_inf = 0.0;
+};
+
+// g = D_alpha/alpha = K(t)/(t(t + 1)) at t = alpha - 1 > 0 and, if `slopes`, the numerator of
+// its derivative N = K' w - K w' (w = t(t + 1)) and N' = K'' w - 2K: g is stationary where N = 0.
+// K = log(1 + S), S = sum P phi(tL) + t KL, S' = sum P L expm1(tL) + KL, S'' = sum P L^2 e^{tL};
+// where t max L > kLargeExponent, K = t max L + log sum P e^{t(L - max L)} and its derivatives
+// are the mean and variance of L under the weights P e^{tL}.
+inline void with_slope(const Pair& pair, double t, bool slopes, double* g, double* n,
+                       double* dn) {
+  const double top = t * pair.d_inf;
+  const double w = t * (t + 1.0);
+  double K, dK = 0.0, ddK = 0.0;
+  if (top > kLargeExponent) {
+    double sum = 0.0, first = 0.0, second = 0.0;
+    for (int i = 0; i < pair.size; ++i) {
+      const double l = pair.l[i];
+      const double e = pair.p[i] * std::exp(t * (l - pair.d_inf));
+      sum += e;
+      first += e * l;
+      second += e * l * l;
+    }
+    K = top + std::log(sum);
+    if (slopes) {
+      dK = first / sum;
+      ddK = std::max(second / sum - dK * dK, 0.0);
+    }
+  } else {
+    double S = t * pair.kl, dS = pair.kl, ddS = 0.0;
+    for (int i = 0; i < pair.size; ++i) {
+      const double x = t * pair.l[i];
+      double em1, f;
+      expm1_phi(x, &em1, &f);
+      const double p = pair.p[i], l = pair.l[i];
+      S += p * f;
+      if (slopes) {
+        dS += p * l * em1;
+        ddS += p * l * l * (1.0 + em1);
+      }
+    }
+    K = std::log1p(S);
+    if (slopes) {
+      dK = dS / (1.0 + S);
+      ddK = std::max(ddS / (1.0 + S) - dK * dK, 0.0);
+    }
+  }
+  *g = K / w;
+  if (slopes) {
+    *n = dK * w - K * (2.0 * t + 1.0);
+    *dn = ddK * w - 2.0 * K;
+  }
+}
+
+// D_alpha / alpha at t = alpha - 1 > 0.
+inline double over_order(const Pair& pair, double t) {
+  double g, n, dn;
+  return with_slope(pair, t, false, &g, &n, &dn), g;
+}
+
+// sup over [tl, tr] of c(t)/(t(t+1)), c the chord through (tl, Kl), (tr, Kr) (as
+// jaxpriv.core.zcdp.chord_sup).
+inline double chord_sup(double tl, double tr, double Kl, double Kr) {
+  const double width = tr - tl;
+  const double s = width > 0 ? (Kr - Kl) / width : 0.0;
+  const double a = Kl - s * tl;
+  auto h = [&](double x) { return (a + s * x) / (x * (x + 1.0)); };
+  double best = std::max(h(tl), h(tr));
+  if (s != 0.0) {
+    const double disc = std::max(a * a - a * s, 0.0);
+    for (double sign : {1.0, -1.0}) {
+      const double root = std::clamp((-a + sign * std::sqrt(disc)) / s, tl, tr);
+      best = std::max(best, h(root));
+    }
+  }
+  return best;
+}
+
+struct Point {
+  double u, t, g;
+};
+
+// The bound of D_alpha/alpha over [a.u, b.u].
+inline double interval_bound(const Pair& pair, const Point& a, const Point& b) {
+  if (b.t > kChordTop) return pair.d_inf / (a.t + 1.0);
+  return chord_sup(a.t, b.t, a.g * a.t * (a.t + 1.0), b.g * b.t * (b.t + 1.0));
+}
+
+// rho and its order for one pair of m outputs (float32 logs, -inf for a zero).
+void one_pair(const float* log_P, const float* log_Q, int m, Pair& pair, double* heap_L,
+              double* heap_P, float* value, float* order) {
+  pair.size = 0;
+  pair.l = m <= 64 ? pair.L : heap_L;
+  pair.p = m <= 64 ? pair.P : heap_P;
+  double* L = const_cast<double*>(pair.l);
+  double* P = const_cast<double*>(pair.p);
+  double kl = 0.0, d_inf = 0.0;
+  bool infinite = false, nan = false;
+  for (int i = 0; i < m; ++i) {
+    const double lp = log_P[i], lq = log_Q[i];
+    if (std::isnan(lp) || std::isnan(lq)) nan = true;
+    if (lp == -kInfinity) {
+      if (lq > -kInfinity) kl += std::exp(lq);  // Q/alpha per output where P = 0: in t KL
+      continue;
+    }
+    if (lq == -kInfinity) {
+      infinite = true;
+      continue;
+    }
+    const double l = lp - lq;
+    const double p = std::exp(lp);
+    L[pair.size] = l;
+    P[pair.size] = p;
+    ++pair.size;
+    double em1, f;
+    expm1_phi(-l, &em1, &f);
+    kl += p * f;
+    d_inf = std::max(d_inf, l);
+  }
+  if (nan) {
+    *value = std::numeric_limits<float>::quiet_NaN();
+    *order = 0.0f;
+    return;
+  }
+  if (infinite) {
+    *value = std::numeric_limits<float>::infinity();
+    *order = 0.0f;
+    return;
+  }
+  if (!(d_inf > 0.0)) {  // P = Q on the support (and no mass of P elsewhere)
+    *value = 0.0f;
+    *order = 0.0f;
+    return;
+  }
+  pair.kl = kl;
+  pair.d_inf = d_inf;
+  // the sup lies in t <= max(2, D_inf/KL) - 1: beyond, D_alpha/alpha <= D_inf/alpha <= KL
+  double log_top = kl > 0.0 ? std::log(d_inf) - std::log(kl) : kCap;
+  log_top = std::clamp(log_top, std::log(2.0), kCap);
+  const double high = log_top + std::log1p(-std::exp(-log_top));
+  Point points[kMaxPoints];
+  double bounds[kMaxPoints];  // bounds[j]: of the interval [points[j], points[j + 1]]
+  int count = kGrid;
+  int best = 0;
+  for (int j = 0; j < kGrid; ++j) {
+    const double u = kLow + (high - kLow) * j / (kGrid - 1);
+    const double t = std::exp(u);
+    points[j] = {u, t, over_order(pair, t)};
+    if (points[j].g > points[best].g) best = j;
+  }
+  for (int j = 0; j + 1 < count; ++j) bounds[j] = interval_bound(pair, points[j], points[j + 1]);
+  for (int round = 0; round < kRounds; ++round) {
+    int widest = 0;
+    for (int j = 1; j + 1 < count; ++j)
+      if (bounds[j] > bounds[widest]) widest = j;
+    const double target = std::max(points[best].g, kl);
+    if (!(bounds[widest] > target * (1.0 + kTolerance))) break;
+    // split [widest, widest + 1] into kSplit + 1 equal parts in u
+    const Point a = points[widest], b = points[widest + 1];
+    for (int j = count - 1; j > widest; --j) points[j + kSplit] = points[j];
+    for (int j = count - 2; j > widest; --j) bounds[j + kSplit] = bounds[j];
+    for (int s = 1; s <= kSplit; ++s) {
+      const double u = a.u + (b.u - a.u) * s / (kSplit + 1);
+      const double t = std::exp(u);
+      points[widest + s] = {u, t, over_order(pair, t)};
+    }
+    count += kSplit;
+    best = 0;
+    for (int j = 1; j < count; ++j)
+      if (points[j].g > points[best].g) best = j;
+    for (int j = widest; j <= widest + kSplit; ++j)
+      bounds[j] = interval_bound(pair, points[j], points[j + 1]);
+  }
+  // Newton's method on N(t) = 0 between the best point's neighbours, safeguarded: the bracket
+  // keeps N > 0 (g rising) at its left end and N < 0 at its right, a step that leaves it or
+  // goes uphill in N' is a bisection in u
+  double lo = points[best > 0 ? best - 1 : 0].t, hi = points[best + 1 < count ? best + 1 : best].t;
+  double t = points[best].t, g = points[best].g, u = points[best].u;
+  for (int step = 0; step < kNewtonSteps; ++step) {
+    double gt, n, dn;
+    with_slope(pair, t, true, &gt, &n, &dn);
+    if (gt > g) g = gt, u = std::log(t);
+    if (n > 0.0) lo = t; else hi = t;
+    double next = dn < 0.0 ? t - n / dn : -1.0;
+    if (!(next > lo && next < hi)) next = std::sqrt(lo * hi);
+    if (std::fabs(next - t) <= 1e-12 * t || !(hi > lo)) break;
+    t = next;
+  }
+  if (kl >= g) {
+    *value = static_cast<float>(kl);
+    *order = -std::numeric_limits<float>::infinity();
+  } else {
+    *value = static_cast<float>(g);
+    *order = static_cast<float>(u);
+  }
+}
+
+ffi::Error ZcdpOrders(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
+                      ffi::ResultBuffer<ffi::F32> value, ffi::ResultBuffer<ffi::F32> order) {
+  const auto dims = log_P.dimensions();
+  if (dims.size() < 1) return ffi::Error::InvalidArgument("log_P must have shape (..., m)");
+  const int64_t m = dims[dims.size() - 1];
+  if (m < 1) return ffi::Error::InvalidArgument("the pairs need m >= 1 outputs");
+  const int64_t count = static_cast<int64_t>(log_P.element_count()) / m;
+  if (log_Q.element_count() != log_P.element_count() ||
+      static_cast<int64_t>(value->element_count()) != count ||
+      static_cast<int64_t>(order->element_count()) != count)
+    return ffi::Error::InvalidArgument("log_P, log_Q and the results must match");
+  double* heap = m > 64 ? new double[2 * m] : nullptr;
+  Pair pair;
+  const float* p = log_P.typed_data();
+  const float* q = log_Q.typed_data();
+  float* v = value->typed_data();
+  float* o = order->typed_data();
+  for (int64_t i = 0; i < count; ++i)
+    one_pair(p + i * m, q + i * m, static_cast<int>(m), pair, heap, heap ? heap + m : nullptr,
+             v + i, o + i);
+  delete[] heap;
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxprivZcdpOrders, ZcdpOrders,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>());
