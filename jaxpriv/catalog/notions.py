@@ -21,10 +21,9 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import logsumexp
 
-from jaxpriv.core import (composition, databases, notions, pair_notions, retractions,
-                          pair_levels)
+from jaxpriv.core import composition, databases, notions, pair_notions, retractions
 from jaxpriv.core.divergences import safe_log
-from jaxpriv.kernels import zcdp
+from jaxpriv.kernels import pair_levels as kernel_levels
 from jaxpriv.registry import REQUIRED, Notion, Source, register
 
 # -- surrogates (log of a smoothed level; one mechanism) --------------------------------------
@@ -196,14 +195,14 @@ LITERATURE = (
            "(default 2; inf: the LDP level), max over ordered pairs (Mironov 2017, Def. 3)",
            source=SPEC5, params={"order": 2.0, **PAIRS}, post_processing=True,
            label="Rényi divergence D_2 (max over pairs)"),
-    Notion("zcdp", zcdp.zcdp, doc="zCDP level ρ = sup_{α>1} D_α/α, max over ordered pairs "
+    Notion("zcdp", kernel_levels.zcdp, doc="zCDP level ρ = sup_{α>1} D_α/α, max over ordered pairs "
            "(Bun, Steinke 2016, Def. 1.1)", source=SPEC5, params=PAIRS, post_processing=True,
            label="zCDP level ρ"),
     Notion("delta", pair_notions.delta, doc="privacy profile δ(ε) = Σ max(0, P − e^ε Q) at ε = "
            "'epsilon' (default 1), max over ordered pairs", source=SPEC5, unit="probability",
            params={"epsilon": 1.0, **PAIRS}, post_processing=True,
            label="privacy profile δ(ε = 1)", maximum=1.0, rare_outputs=True),
-    Notion("eps_at_delta", pair_levels.eps_at_delta, doc="least ε ≥ 0 with δ(ε) ≤ 'delta' "
+    Notion("eps_at_delta", kernel_levels.eps_at_delta, doc="least ε ≥ 0 with δ(ε) ≤ 'delta' "
            "(default 1e-5), max over ordered pairs", source=SPEC5,
            params={"delta": 1e-5, **PAIRS}, post_processing=True, label="ε at δ = 1e-5",
            rare_outputs=True),

@@ -8,7 +8,7 @@ that split the interval whose upper bound is largest (``K(t) = (α−1)D_α`` is
 best point's neighbours, against the α → 1 limit (KL). The tests check it against a dense scan
 of orders and 50-digit mpmath. The float32 path here keeps a 12-point grid and golden-section
 search around its best point (see :data:`ZCDP_GRID`); on a CPU the catalog's zCDP notion takes
-float32 pairs to the native kernel instead (:mod:`jaxpriv.kernels.zcdp`), which values them at
+float32 pairs to the native kernel instead (:mod:`jaxpriv.kernels.pair_levels`), which values them at
 the order it finds with :func:`zcdp_at_order`.
 """
 

@@ -34,10 +34,10 @@ __all__ = [
     "cache_root", "cpu_flags", "library_path", "march",
 ]
 
-SOURCES = (Path(__file__).with_name("record_levels.cc"),
-           Path(__file__).with_name("zcdp_orders.cc"))
+SOURCES = tuple(Path(__file__).with_name(name)
+                for name in ("record_levels.cc", "zcdp_orders.cc", "eps_at_delta.cc"))
 """The library's translation units: the record notions' kernel, the samplers and the sweep's
-reduction; the zCDP level of float32 pairs."""
+reduction; the zCDP level and ε(δ) of float32 pairs."""
 FLAGS = ("-std=c++17", "-O3", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared")
 """Plus ``-march=native`` by default: the library is built for the machine that runs it (the
 cache key holds the CPU's feature flags). No ``-ffast-math``: infinities are values here

@@ -1,5 +1,5 @@
 // The zCDP level of float32 pairs, rho = sup_{alpha>1} D_alpha(P||Q)/alpha (Bun, Steinke 2016,
-// Def. 1.1), and the order that attains it: jaxpriv.kernels.zcdp's float32 path on the CPU.
+// Def. 1.1), and the order that attains it: jaxpriv.kernels.pair_levels' float32 path on the CPU.
 //
 // Why by hand: XLA:CPU evaluates the float32 level as a 12-point grid and 16 golden-section steps
 // over the order, each a vector operation over a short trailing axis of outputs; the search's
@@ -31,6 +31,10 @@
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;
+
+#ifndef JAXPRIV_COUNT_EVAL
+#define JAXPRIV_COUNT_EVAL()  // a test harness counts evaluations with it
+#endif
 
 namespace {
 
@@ -76,6 +80,7 @@ struct Pair {
 // are the mean and variance of L under the weights P e^{tL}.
 inline void with_slope(const Pair& pair, double t, bool slopes, double* g, double* n,
                        double* dn) {
+  JAXPRIV_COUNT_EVAL();
   const double top = t * pair.d_inf;
   const double w = t * (t + 1.0);
   double K, dK = 0.0, ddK = 0.0;

@@ -1,5 +1,5 @@
 """The float32 zCDP level by the native kernel (jaxpriv/kernels/native/zcdp_orders.cc,
-jaxpriv.kernels.zcdp): its values against the float64 reference (jaxpriv.core.zcdp) and the
+jaxpriv.kernels.pair_levels): its values against the float64 reference (jaxpriv.core.zcdp) and the
 50-digit mpmath oracle, the higher of two local maxima, edge cases, its derivative (the envelope
 theorem's at the kernel's order) and the premise retraction that uses it."""
 
@@ -15,7 +15,7 @@ from jaxpriv.core import pair_notions, retractions
 from jaxpriv.core import zcdp as core_zcdp
 from jaxpriv.core.mechanisms import Mechanism
 from jaxpriv.kernels import native
-from jaxpriv.kernels import zcdp
+from jaxpriv.kernels import pair_levels as zcdp
 
 pytestmark = pytest.mark.usefixtures("native_built")
 
@@ -190,3 +190,64 @@ def test_float64_and_other_backends_keep_the_reference():
         assert float(zcdp.zcdp(mech)) == float(pair_levels.zcdp(mech))
     assert zcdp.uses_native_kernel(jnp.asarray(log_K, jnp.float32)) == (
         jax.default_backend() == "cpu")
+
+
+# -- ε(δ) -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("m, concentration", [(2, 1.0), (4, 0.05), (4, 0.5), (8, 5.0)])
+@pytest.mark.parametrize("delta", [2.0 ** -17, 2.0 ** -7, 0.25])  # exact in float32
+def test_native_eps_at_delta_matches_the_float64_reference(m, concentration, delta):
+    """The kernel's closed form in double precision against the float64 reference on the same
+    float32 inputs and δ: equal to 1e-9 (the float32 XLA path underflows ``e^{log Q}`` below
+    ``e^−87`` and reads some of these ∞)."""
+    rng = np.random.default_rng(m * 31 + int(concentration * 100))
+    logs = _float32(_pairs(rng, 3000, m, concentration))
+    got = np.asarray(jax.jit(native.eps_at_delta)(
+        logs[:, 0], logs[:, 1], jnp.full((3000,), delta, jnp.float32)), np.float64)
+    with jax.enable_x64(True):
+        want = np.asarray(jax.jit(pair_notions.eps_at_delta_pair)(
+            jnp.asarray(np.asarray(logs[:, 0]), jnp.float64),
+            jnp.asarray(np.asarray(logs[:, 1]), jnp.float64), delta))
+    assert not np.isnan(got).any()
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=1e-6, atol=1e-9)
+
+
+def test_native_eps_at_delta_edge_cases():
+    """``P = Q``: 0; more than δ of P's mass where ``Q = 0``: ∞; less: finite; NaN in (a log or
+    δ): NaN out; mismatched shapes: a TypeError."""
+    ninf, half = -np.inf, np.log(0.5)
+    log_P = _float32([[half, half], [half, half], [np.log(1e-7), np.log(1 - 1e-7)], [np.nan, 0.0],
+                      [half, half]])
+    log_Q = _float32([[half, half], [0.0, ninf], [ninf, 0.0], [half, half], [0.0, ninf]])
+    delta = jnp.asarray([1e-5, 1e-5, 1e-5, 1e-5, np.nan], jnp.float32)
+    got = np.asarray(native.eps_at_delta(log_P, log_Q, delta))
+    assert got[0] == 0.0 and np.isinf(got[1]) and np.isfinite(got[2])
+    assert np.isnan(got[3]) and np.isnan(got[4])
+    with pytest.raises(TypeError, match="float32|shape"):
+        native.eps_at_delta(log_P, log_Q, delta[:2])
+
+
+def test_native_eps_at_delta_level_and_derivative():
+    """The mechanism level (max over ordered pairs) against the float32 reference, and its
+    derivative, which is the reference's: equal."""
+    from jaxpriv.core import pair_levels
+    rng = np.random.default_rng(9)
+    logits = jnp.asarray(rng.normal(size=(32, 3, 4)) * 2.0, jnp.float32)
+
+    def level(fn):
+        def one(lg):
+            return fn(Mechanism(jax.nn.log_softmax(lg, -1), jnp.full((3,), -jnp.log(3.0)),
+                                jnp.full((3,), -jnp.log(3.0)), None, None), delta=1e-3)
+        return jax.jit(jax.vmap(jax.value_and_grad(one)))(logits)
+
+    value, grad = level(zcdp.eps_at_delta)
+    ref_value, ref_grad = level(pair_levels.eps_at_delta)
+    assert zcdp.uses_native_kernel(logits)
+    np.testing.assert_allclose(np.asarray(value), np.asarray(ref_value), rtol=1e-4, atol=1e-6)
+    np.testing.assert_array_equal(np.asarray(grad), np.asarray(ref_grad))
+    plain = jax.jit(jax.vmap(lambda lg: zcdp.eps_at_delta(Mechanism(
+        jax.nn.log_softmax(lg, -1), jnp.full((3,), -jnp.log(3.0)), jnp.full((3,), -jnp.log(3.0)),
+        None, None), delta=1e-3)))(logits)
+    np.testing.assert_allclose(np.asarray(plain), np.asarray(value), rtol=1e-6)

@@ -1,0 +1,135 @@
+"""Pair levels as the catalog registers them, with their float32 path on the CPU in the native
+kernel: the zCDP level ``ρ = sup_{α>1} D_α/α`` (Bun, Steinke 2016, Def. 1.1) and ``ε(δ)``, the
+least ``ε ≥ 0`` with ``δ(ε) ≤ δ`` (SPEC §5), each a max over ordered pairs of rows.
+
+:mod:`jaxpriv.core.pair_levels` is the reference. Its float32 zCDP level is a 12-point grid and
+16 golden-section steps over the order, each step a vector operation over the pairs' short axis
+of outputs: what sweeps screen with and what a zCDP-premise search's retraction evaluates ~15
+times a step, most of such a search's time (and it can miss the higher of two local maxima in α,
+by up to ~5%). Its ``ε(δ)`` sorts each pair's outputs with XLA's general sort. Here, in float32
+on a CPU where :func:`jaxpriv.kernels.native.available`:
+
+* **zCDP**: each pair's level and its order come from :func:`jaxpriv.kernels.native.zcdp_orders`
+  (double precision, the reference's branch and bound, then Newton steps); the value is the
+  kernel's, its derivative the envelope theorem's, ``∂(D_α/α)`` at the kernel's order
+  (:func:`jaxpriv.core.zcdp.zcdp_at_order`): one Rényi evaluation per pair.
+* **ε(δ)**: :func:`jaxpriv.kernels.native.eps_at_delta` (the same closed form, double precision);
+  its derivative is the reference's (:func:`jaxpriv.core.pair_notions.eps_at_delta_pair`,
+  evaluated where a derivative is asked for).
+
+Everywhere else (float64, other backends, no native kernel) they are the reference.
+
+Examples:
+  >>> from jaxpriv import families
+  >>> from jaxpriv.kernels import pair_levels
+  >>> round(float(pair_levels.zcdp(families.randomized_response(1.0))), 4)
+  0.2311
+  >>> round(float(pair_levels.eps_at_delta(families.randomized_response(1.0), delta=1e-5)), 4)
+  1.0
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from jaxpriv.core import pair_levels as reference
+from jaxpriv.core.mechanisms import Mechanism
+from jaxpriv.core.pair_notions import _number, _pair_level, eps_at_delta_pair as reference_eps
+from jaxpriv.core.zcdp import zcdp_at_order, zcdp_pair as reference_zcdp
+from jaxpriv.kernels import fused, native
+
+__all__ = ["eps_at_delta", "eps_at_delta_pair", "uses_native_kernel", "zcdp", "zcdp_pair"]
+
+
+def uses_native_kernel(*arrays: Array) -> bool:
+    """Whether the levels here take the native kernel on these arrays (float32 on a CPU where
+    it is available)."""
+    return fused.uses_native_kernel(*arrays)
+
+
+def zcdp(mech: Mechanism, neighbours=None) -> Float[Array, "*b"]:
+    """zCDP level ``ρ = sup_α D_α/α``, max over ordered pairs (SPEC §5); the native kernel's in
+    float32 on a CPU, else :func:`jaxpriv.core.pair_levels.zcdp`."""
+    if not uses_native_kernel(mech.log_K):
+        return reference.zcdp(mech, neighbours)
+    return _pair_level(zcdp_pair, mech.log_K, neighbours)
+
+
+def zcdp_pair(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"]) -> Float[Array, "*p"]:
+    """``ρ`` of pairs: the native kernel's where :func:`uses_native_kernel`, else
+    :func:`jaxpriv.core.zcdp.zcdp_pair`."""
+    if not uses_native_kernel(log_P, log_Q):
+        return reference_zcdp(log_P, log_Q)
+    return _native_zcdp(*jnp.broadcast_arrays(log_P, log_Q))
+
+
+def eps_at_delta(mech: Mechanism, delta=1e-5, neighbours=None) -> Float[Array, "*b"]:
+    """The least ``ε ≥ 0`` with ``δ(ε) ≤ δ``, max over ordered pairs (SPEC §5); the native
+    kernel's in float32 on a CPU, else :func:`jaxpriv.core.pair_levels.eps_at_delta`."""
+    if not uses_native_kernel(mech.log_K):
+        return reference.eps_at_delta(mech, delta, neighbours)
+    value = _number("eps_at_delta", "delta", delta, lambda v: 0.0 < v < 1.0, "in (0, 1)")
+    return _pair_level(eps_at_delta_pair, mech.log_K, neighbours, delta=value)
+
+
+def eps_at_delta_pair(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"], delta
+                      ) -> Float[Array, "*p"]:
+    """``ε(δ)`` of pairs: the native kernel's where :func:`uses_native_kernel`, else
+    :func:`jaxpriv.core.pair_notions.eps_at_delta_pair`."""
+    if not uses_native_kernel(log_P, log_Q):
+        return reference_eps(log_P, log_Q, delta)
+    log_P, log_Q = jnp.broadcast_arrays(log_P, log_Q)
+    delta = jnp.broadcast_to(jnp.asarray(delta, jnp.float32), log_P.shape[:-1])
+    return _native_eps(log_P, log_Q, delta)
+
+
+def _varying_like(value, *arrays):
+    """``value``, NaN where an input is NaN (as the kernels give): that also makes it vary over
+    a ``shard_map``'s axes as the inputs do (a custom JVP's primal and tangent must agree)."""
+    nan = jnp.zeros(value.shape, bool)
+    for a in arrays:
+        nan = nan | (jnp.isnan(a).any(axis=-1) if a.ndim > value.ndim else jnp.isnan(a))
+    return jnp.where(nan, jnp.nan, value)
+
+
+def _orders(log_P, log_Q):
+    value, u = native.zcdp_orders(log_P, log_Q)
+    return _varying_like(value, log_P, log_Q), _varying_like(u, log_P, log_Q)
+
+
+@jax.custom_jvp
+def _native_zcdp(log_P, log_Q):
+    return _orders(log_P, log_Q)[0]
+
+
+@_native_zcdp.defjvp
+def _native_zcdp_jvp(primals, tangents):
+    log_P, log_Q = primals
+    value, u = _orders(log_P, log_Q)
+    u = jnp.where(jnp.isnan(u), 0.0, u)
+    at_kl = u == -jnp.inf
+    infinite = value == jnp.inf
+    distinct = value > 0
+
+    def at_order(log_P, log_Q):
+        return zcdp_at_order(log_P, log_Q, u, at_kl, infinite, distinct)
+
+    _, tangent = jax.jvp(at_order, primals, tangents)
+    return value, jnp.where(jnp.isfinite(value), tangent, 0.0)
+
+
+@jax.custom_jvp
+def _native_eps(log_P, log_Q, delta):
+    return _varying_like(native.eps_at_delta(log_P, log_Q, delta), log_P, log_Q, delta)
+
+
+@_native_eps.defjvp
+def _native_eps_jvp(primals, tangents):
+    # where a derivative is asked for (a search's objective), the reference's value and
+    # derivative: its sort is differentiable, and a search evaluates few mechanisms
+    def per_pair(log_P, log_Q, delta):  # δ shaped like the pairs: against each prefix sum
+        return reference_eps(log_P, log_Q, delta[..., None])
+
+    return jax.jvp(per_pair, primals, tangents)
