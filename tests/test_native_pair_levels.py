@@ -1,7 +1,9 @@
-"""The float32 zCDP level by the native kernel (jaxpriv/kernels/native/zcdp_orders.cc,
-jaxpriv.kernels.pair_levels): its values against the float64 reference (jaxpriv.core.zcdp) and the
-50-digit mpmath oracle, the higher of two local maxima, edge cases, its derivative (the envelope
-theorem's at the kernel's order) and the premise retraction that uses it."""
+"""The float32 pair levels by the native kernel (jaxpriv/kernels/native/zcdp_orders.cc and
+sorted_pairs.cc, through jaxpriv.kernels.pair_levels). zCDP: against the float64 reference
+(jaxpriv.core.zcdp) and the 50-digit mpmath oracle, the higher of two local maxima, edge cases,
+its derivative (the envelope theorem's at the kernel's order) and the premise retraction that
+uses it. ε(δ) and GDP: against the float64 reference and closed forms, edge cases, their
+derivatives (the reference's)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from jaxpriv.core import pair_notions, retractions
 from jaxpriv.core import zcdp as core_zcdp
 from jaxpriv.core.mechanisms import Mechanism
 from jaxpriv.kernels import native
-from jaxpriv.kernels import pair_levels as zcdp
+from jaxpriv.kernels import pair_levels as kernel_levels
 
 pytestmark = pytest.mark.usefixtures("native_built")
 
@@ -131,7 +133,7 @@ def test_native_level_derivative_is_the_envelope_theorems():
     scales = np.array([0.05, 0.5, 1.0, 3.0])[:, None, None]
     logits = jnp.asarray(rng.normal(size=(4, 3, 3)) * scales, jnp.float32)
     logits = logits.at[0, 1].set(logits[0, 0])  # two equal rows
-    value, grad = _level_and_grad(zcdp.zcdp, logits)
+    value, grad = _level_and_grad(kernel_levels.zcdp, logits)
     assert jnp.isfinite(grad).all()
     direction = rng.normal(size=(4, 3, 3))
     with jax.enable_x64(True):
@@ -162,7 +164,7 @@ def test_native_level_retracts_a_premise_exactly():
         log_K0 = jax.nn.log_softmax(lg, -1)
         mech = Mechanism(log_K0, jnp.full((3,), -jnp.log(3.0)), jnp.full((3,), -jnp.log(3.0)),
                          None, None)
-        keep = retractions.bisect_keep(zcdp.zcdp, mech, x)
+        keep = retractions.bisect_keep(kernel_levels.zcdp, mech, x)
         return retractions.mix(log_K0, jnp.full_like(log_K0, -jnp.log(3.0)), keep)
 
     log_K = jax.jit(jax.vmap(retracted))(logits)
@@ -183,12 +185,12 @@ def test_float64_and_other_backends_keep_the_reference():
     K = np.array([[0.0013, 0.6024, 0.3963], [0.0001, 0.8532, 0.1467]])
     with jax.enable_x64(True):
         log_K = jnp.log(jnp.asarray(K))
-        assert not zcdp.uses_native_kernel(log_K)
+        assert not kernel_levels.uses_native_kernel(log_K)
         mech = Mechanism(log_K, jnp.log(jnp.full((2,), 0.5)), jnp.log(jnp.full((2,), 0.5)), None,
                          None)
         from jaxpriv.core import pair_levels
-        assert float(zcdp.zcdp(mech)) == float(pair_levels.zcdp(mech))
-    assert zcdp.uses_native_kernel(jnp.asarray(log_K, jnp.float32)) == (
+        assert float(kernel_levels.zcdp(mech)) == float(pair_levels.zcdp(mech))
+    assert kernel_levels.uses_native_kernel(jnp.asarray(log_K, jnp.float32)) == (
         jax.default_backend() == "cpu")
 
 
@@ -242,12 +244,65 @@ def test_native_eps_at_delta_level_and_derivative():
                                 jnp.full((3,), -jnp.log(3.0)), None, None), delta=1e-3)
         return jax.jit(jax.vmap(jax.value_and_grad(one)))(logits)
 
-    value, grad = level(zcdp.eps_at_delta)
+    value, grad = level(kernel_levels.eps_at_delta)
     ref_value, ref_grad = level(pair_levels.eps_at_delta)
-    assert zcdp.uses_native_kernel(logits)
+    assert kernel_levels.uses_native_kernel(logits)
     np.testing.assert_allclose(np.asarray(value), np.asarray(ref_value), rtol=1e-4, atol=1e-6)
     np.testing.assert_array_equal(np.asarray(grad), np.asarray(ref_grad))
-    plain = jax.jit(jax.vmap(lambda lg: zcdp.eps_at_delta(Mechanism(
+    plain = jax.jit(jax.vmap(lambda lg: kernel_levels.eps_at_delta(Mechanism(
         jax.nn.log_softmax(lg, -1), jnp.full((3,), -jnp.log(3.0)), jnp.full((3,), -jnp.log(3.0)),
         None, None), delta=1e-3)))(logits)
     np.testing.assert_allclose(np.asarray(plain), np.asarray(value), rtol=1e-6)
+
+
+# -- GDP --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("m, concentration", [(2, 1.0), (4, 0.02), (4, 0.5), (8, 200.0)])
+def test_native_gdp_matches_the_float64_reference(m, concentration):
+    """The vertex formula in double precision (Φ⁻¹ by Acklam's approximation and a Halley step)
+    against the float64 reference on the same float32 inputs: equal to float32's rounding (the
+    float32 XLA path underflows near-deterministic pairs' probabilities: up to 100% off)."""
+    rng = np.random.default_rng(m * 7 + int(concentration * 10))
+    logs = _float32(_pairs(rng, 3000, m, concentration))
+    got = np.asarray(jax.jit(native.gdp)(logs[:, 0], logs[:, 1]), np.float64)
+    with jax.enable_x64(True):
+        want = np.asarray(jax.jit(pair_notions.gdp_pair)(
+            jnp.asarray(np.asarray(logs[:, 0]), jnp.float64),
+            jnp.asarray(np.asarray(logs[:, 1]), jnp.float64)))
+    assert not np.isnan(got).any()
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=2e-7, atol=1e-12)
+
+
+def test_native_gdp_closed_form_and_edge_cases():
+    """Randomized response's μ = 2Φ⁻¹(e^ε/(1 + e^ε)) (Dong, Roth, Su 2022, §2.3: the (ε, 0)-DP
+    trade-off meets G_μ at the middle vertex); ``P = Q``: 0; disjoint supports: ∞; NaN: NaN."""
+    from scipy.stats import norm
+    eps = 1.3
+    p = np.exp(eps) / (1 + np.exp(eps))
+    log_P = _float32([[np.log(p), np.log(1 - p)], [np.log(0.5), np.log(0.5)], [0.0, -np.inf],
+                      [np.nan, 0.0]])
+    log_Q = _float32([[np.log(1 - p), np.log(p)], [np.log(0.5), np.log(0.5)], [-np.inf, 0.0],
+                      [0.0, -np.inf]])
+    got = np.asarray(native.gdp(log_P, log_Q))
+    assert got[0] == pytest.approx(2 * norm.ppf(p), rel=1e-6)
+    assert got[1] == 0.0 and np.isinf(got[2]) and np.isnan(got[3])
+
+
+def test_native_gdp_level_and_derivative():
+    """The mechanism level against the float32 reference; its derivative is the reference's."""
+    from jaxpriv.core import pair_notions as reference_levels
+    rng = np.random.default_rng(4)
+    logits = jnp.asarray(rng.normal(size=(32, 3, 4)) * 1.5, jnp.float32)
+
+    def level(fn):
+        def one(lg):
+            return fn(Mechanism(jax.nn.log_softmax(lg, -1), jnp.full((3,), -jnp.log(3.0)),
+                                jnp.full((3,), -jnp.log(3.0)), None, None))
+        return jax.jit(jax.vmap(jax.value_and_grad(one)))(logits)
+
+    value, grad = level(kernel_levels.gdp)
+    ref_value, ref_grad = level(reference_levels.gdp)
+    np.testing.assert_allclose(np.asarray(value), np.asarray(ref_value), rtol=1e-4)
+    np.testing.assert_array_equal(np.asarray(grad), np.asarray(ref_grad))

@@ -206,7 +206,7 @@ LITERATURE = (
            "(default 1e-5), max over ordered pairs", source=SPEC5,
            params={"delta": 1e-5, **PAIRS}, post_processing=True, label="ε at δ = 1e-5",
            rare_outputs=True),
-    Notion("gdp", pair_notions.gdp, doc="Gaussian-DP level μ: least μ with T(P,Q) ≥ G_μ, max "
+    Notion("gdp", kernel_levels.gdp, doc="Gaussian-DP level μ: least μ with T(P,Q) ≥ G_μ, max "
            "over ordered pairs (Dong, Roth, Su 2022, Def. 2.6)", source=SPEC5, unit="",
            params=PAIRS, post_processing=True, label="Gaussian-DP level μ"),
     Notion("max_leakage", lambda mech: pair_notions.max_leakage(mech),

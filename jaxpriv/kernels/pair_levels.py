@@ -1,21 +1,23 @@
 """Pair levels as the catalog registers them, with their float32 path on the CPU in the native
-kernel: the zCDP level ``ρ = sup_{α>1} D_α/α`` (Bun, Steinke 2016, Def. 1.1) and ``ε(δ)``, the
-least ``ε ≥ 0`` with ``δ(ε) ≤ δ`` (SPEC §5), each a max over ordered pairs of rows.
+kernel: the zCDP level ``ρ = sup_{α>1} D_α/α`` (Bun, Steinke 2016, Def. 1.1), ``ε(δ)``, the
+least ``ε ≥ 0`` with ``δ(ε) ≤ δ`` (SPEC §5), and the GDP level ``μ`` (Dong, Roth, Su 2022,
+Def. 2.6), each a max over ordered pairs of rows.
 
 :mod:`jaxpriv.core.pair_levels` is the reference. Its float32 zCDP level is a 12-point grid and
 16 golden-section steps over the order, each step a vector operation over the pairs' short axis
 of outputs: what sweeps screen with and what a zCDP-premise search's retraction evaluates ~15
 times a step, most of such a search's time (and it can miss the higher of two local maxima in α,
-by up to ~5%). Its ``ε(δ)`` sorts each pair's outputs with XLA's general sort. Here, in float32
+by up to ~5%). Its ``ε(δ)`` and GDP sort each pair's outputs with XLA's general sort. Here, in float32
 on a CPU where :func:`jaxpriv.kernels.native.available`:
 
 * **zCDP**: each pair's level and its order come from :func:`jaxpriv.kernels.native.zcdp_orders`
   (double precision, the reference's branch and bound, then Newton steps); the value is the
   kernel's, its derivative the envelope theorem's, ``∂(D_α/α)`` at the kernel's order
   (:func:`jaxpriv.core.zcdp.zcdp_at_order`): one Rényi evaluation per pair.
-* **ε(δ)**: :func:`jaxpriv.kernels.native.eps_at_delta` (the same closed form, double precision);
-  its derivative is the reference's (:func:`jaxpriv.core.pair_notions.eps_at_delta_pair`,
-  evaluated where a derivative is asked for).
+* **ε(δ)** and **GDP**: :func:`jaxpriv.kernels.native.eps_at_delta` and
+  :func:`jaxpriv.kernels.native.gdp` (the same closed forms, double precision); their
+  derivatives are the reference's (:func:`jaxpriv.core.pair_notions.eps_at_delta_pair`,
+  :func:`jaxpriv.core.pair_notions.gdp_pair`, evaluated where a derivative is asked for).
 
 Everywhere else (float64, other backends, no native kernel) they are the reference.
 
@@ -36,11 +38,13 @@ from jaxtyping import Array, Float
 
 from jaxpriv.core import pair_levels as reference
 from jaxpriv.core.mechanisms import Mechanism
+from jaxpriv.core import pair_notions
 from jaxpriv.core.pair_notions import _number, _pair_level, eps_at_delta_pair as reference_eps
 from jaxpriv.core.zcdp import zcdp_at_order, zcdp_pair as reference_zcdp
 from jaxpriv.kernels import fused, native
 
-__all__ = ["eps_at_delta", "eps_at_delta_pair", "uses_native_kernel", "zcdp", "zcdp_pair"]
+__all__ = ["eps_at_delta", "eps_at_delta_pair", "gdp", "gdp_pair", "uses_native_kernel", "zcdp",
+           "zcdp_pair"]
 
 
 def uses_native_kernel(*arrays: Array) -> bool:
@@ -83,6 +87,22 @@ def eps_at_delta_pair(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"], 
     log_P, log_Q = jnp.broadcast_arrays(log_P, log_Q)
     delta = jnp.broadcast_to(jnp.asarray(delta, jnp.float32), log_P.shape[:-1])
     return _native_eps(log_P, log_Q, delta)
+
+
+def gdp(mech: Mechanism, neighbours=None) -> Float[Array, "*b"]:
+    """Gaussian-DP level ``μ``, max over ordered pairs (SPEC §5); the native kernel's in float32
+    on a CPU, else :func:`jaxpriv.core.pair_notions.gdp`."""
+    if not uses_native_kernel(mech.log_K):
+        return pair_notions.gdp(mech, neighbours)
+    return _pair_level(gdp_pair, mech.log_K, neighbours)
+
+
+def gdp_pair(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"]) -> Float[Array, "*p"]:
+    """``μ`` of pairs: the native kernel's where :func:`uses_native_kernel`, else
+    :func:`jaxpriv.core.pair_notions.gdp_pair`."""
+    if not uses_native_kernel(log_P, log_Q):
+        return pair_notions.gdp_pair(log_P, log_Q)
+    return _native_gdp(*jnp.broadcast_arrays(log_P, log_Q))
 
 
 def _varying_like(value, *arrays):
@@ -133,3 +153,13 @@ def _native_eps_jvp(primals, tangents):
         return reference_eps(log_P, log_Q, delta[..., None])
 
     return jax.jvp(per_pair, primals, tangents)
+
+
+@jax.custom_jvp
+def _native_gdp(log_P, log_Q):
+    return _varying_like(native.gdp(log_P, log_Q), log_P, log_Q)
+
+
+@_native_gdp.defjvp
+def _native_gdp_jvp(primals, tangents):
+    return jax.jvp(pair_notions.gdp_pair, primals, tangents)  # the reference's, as for ε(δ)

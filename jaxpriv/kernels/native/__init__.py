@@ -11,9 +11,9 @@ other operation. Where no compiler is found, the build fails, or ``JAXPRIV_NATIV
 :class:`NativeKernelWarning`. The same library holds the sweep's samplers
 (:func:`sample_log_K`, :func:`sample_prior`) and the database notions' screen
 (:func:`database_levels`, for :func:`jaxpriv.kernels.fused.database_levels`), and
-``zcdp_orders.cc`` and ``eps_at_delta.cc``: the zCDP level of float32 pairs and the order
-attaining it, and their ε(δ) (:func:`zcdp_orders`, :func:`eps_at_delta`, for
-:mod:`jaxpriv.kernels.pair_levels`).
+``zcdp_orders.cc`` and ``sorted_pairs.cc``: the zCDP level of float32 pairs and the order
+attaining it, their ε(δ) and their GDP level (:func:`zcdp_orders`, :func:`eps_at_delta`,
+:func:`gdp`, for :mod:`jaxpriv.kernels.pair_levels`).
 
 It is used where the CPU has AVX2 or AVX-512 (8 or 16 mechanisms per vector): with 128-bit
 vectors only, the build is correct but no faster than the XLA kernel, and
@@ -74,7 +74,7 @@ __all__ = [
     "AVX2_ENVIRONMENT", "DATABASE_FIELDS", "MARCH_NEEDS", "PRIOR_KINDS", "NativeKernelWarning",
     "available", "build", "cache_root", "cpu_flags", "database_levels", "group_winners",
     "library_path", "march", "record_levels", "register", "sample_log_K", "sample_prior",
-    "eps_at_delta", "state", "unavailable_reason", "zcdp_orders",
+    "eps_at_delta", "gdp", "state", "unavailable_reason", "zcdp_orders",
 ]
 
 TARGET = "jaxpriv_record_levels"
@@ -86,6 +86,7 @@ DATABASE_SYMBOL = "JaxprivDatabaseLevels"
 WINNERS_SYMBOL = "JaxprivGroupWinners"
 ZCDP_SYMBOL = "JaxprivZcdpOrders"
 EPS_AT_DELTA_SYMBOL = "JaxprivEpsAtDelta"
+GDP_SYMBOL = "JaxprivGdp"
 DATABASE_FIELDS = ("dp", "bdp", "sp", "bsp", "mp", "bsp_games")
 _DATABASE_WANTS = {"dp": 1, "bdp": 2, "mp": 2 | 1, "sp": 4, "bsp": 8, "bsp_games": 16}
 PRIOR_KINDS = ("uniform", "close", "dirichlet")
@@ -252,7 +253,7 @@ def zcdp_orders(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"]
 
 def eps_at_delta(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"],
                  delta: Float[Array, "*p"]) -> Float[Array, "*p"]:
-    """The least ``ε ≥ 0`` with ``δ(ε) ≤ δ`` of float32 pairs, by ``eps_at_delta.cc``: the
+    """The least ``ε ≥ 0`` with ``δ(ε) ≤ δ`` of float32 pairs, by ``sorted_pairs.cc``: the
     closed form of :func:`jaxpriv.core.pair_notions.eps_at_delta_pair` (prefix sums over the
     outputs sorted by ``log(P/Q)``), each pair in double precision. Pure; not differentiable
     (:func:`jaxpriv.kernels.pair_levels.eps_at_delta_pair` differentiates the reference).
@@ -281,6 +282,36 @@ def eps_at_delta(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"],
     out = jax.ShapeDtypeStruct(jnp.shape(log_P)[:-1], jnp.float32)
     return jax.ffi.ffi_call(TARGET + "_eps_at_delta", out, vmap_method="broadcast_all")(
         log_P, log_Q, delta)
+
+
+def gdp(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"]) -> Float[Array, "*p"]:
+    """The GDP level ``μ`` of float32 pairs, by ``sorted_pairs.cc``: the vertex formula of
+    :func:`jaxpriv.core.pair_notions.gdp_pair` (prefixes of the outputs sorted by ``log(Q/P)``,
+    each probit from the smaller of a prefix sum and its complement's own sum), each pair in
+    double precision (``Φ⁻¹`` by Acklam's approximation and a Halley step). Pure; not
+    differentiable (:func:`jaxpriv.kernels.pair_levels.gdp` differentiates the reference).
+
+    Args:
+      log_P, log_Q: float32, the same shape ``(*p, m)`` (``−∞`` for a zero).
+
+    Returns:
+      ``μ``, float32 ``(*p)`` (``+∞`` where a test separates ``P`` from ``Q`` perfectly on a
+      set; NaN where an input is).
+
+    Raises:
+      TypeError: for input that is not float32 or not of one shape.
+      RuntimeError: if the kernel is not available (see :func:`unavailable_reason`).
+    """
+    if any(jnp.result_type(a) != jnp.float32 for a in (log_P, log_Q)):
+        raise TypeError("the native kernel takes float32 input only")
+    if jnp.shape(log_P) != jnp.shape(log_Q) or jnp.ndim(log_P) < 1:
+        raise TypeError(f"log_P and log_Q must have one shape (*p, m), got {jnp.shape(log_P)} "
+                        f"and {jnp.shape(log_Q)}")
+    reason = _registered()
+    if reason is not None:
+        raise RuntimeError(f"the native kernel is not available: {reason}")
+    out = jax.ShapeDtypeStruct(jnp.shape(log_P)[:-1], jnp.float32)
+    return jax.ffi.ffi_call(TARGET + "_gdp", out, vmap_method="broadcast_all")(log_P, log_Q)
 
 
 def _databases(target, log_K, log_prior, records, fields):
@@ -385,8 +416,8 @@ def _call(target: str, *arrays: Array, with_abp: bool = True) -> tuple[Array, ..
 def register(library_file: Path, target: str, sampler_target: str | None = None) -> int:
     """Loads a built library and registers its kernel as the CPU FFI target ``target``, its
     database kernel as ``target + "_databases"``, the sweep's reduction as
-    ``target + "_winners"``, the pair levels' as ``target + "_zcdp"`` and
-    ``target + "_eps_at_delta"`` (and its
+    ``target + "_winners"``, the pair levels' as ``target + "_zcdp"``,
+    ``target + "_eps_at_delta"`` and ``target + "_gdp"`` (and its
     samplers as ``sampler_target`` and ``sampler_target + "_prior"``, if given).
 
     Returns:
@@ -401,7 +432,8 @@ def register(library_file: Path, target: str, sampler_target: str | None = None)
     jax.ffi.register_ffi_target(target + "_winners",
                                 jax.ffi.pycapsule(getattr(library, WINNERS_SYMBOL)),
                                 platform="cpu")
-    for suffix, symbol in (("_zcdp", ZCDP_SYMBOL), ("_eps_at_delta", EPS_AT_DELTA_SYMBOL)):
+    for suffix, symbol in (("_zcdp", ZCDP_SYMBOL), ("_eps_at_delta", EPS_AT_DELTA_SYMBOL),
+                           ("_gdp", GDP_SYMBOL)):
         jax.ffi.register_ffi_target(target + suffix, jax.ffi.pycapsule(getattr(library, symbol)),
                                     platform="cpu")
     if sampler_target is not None:

@@ -35,9 +35,9 @@ __all__ = [
 ]
 
 SOURCES = tuple(Path(__file__).with_name(name)
-                for name in ("record_levels.cc", "zcdp_orders.cc", "eps_at_delta.cc"))
+                for name in ("record_levels.cc", "zcdp_orders.cc", "sorted_pairs.cc"))
 """The library's translation units: the record notions' kernel, the samplers and the sweep's
-reduction; the zCDP level and ε(δ) of float32 pairs."""
+reduction; the zCDP level, ε(δ) and the GDP level of float32 pairs."""
 FLAGS = ("-std=c++17", "-O3", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared")
 """Plus ``-march=native`` by default: the library is built for the machine that runs it (the
 cache key holds the CPU's feature flags). No ``-ffast-math``: infinities are values here
