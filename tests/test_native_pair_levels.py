@@ -306,3 +306,21 @@ def test_native_gdp_level_and_derivative():
     ref_value, ref_grad = level(reference_levels.gdp)
     np.testing.assert_allclose(np.asarray(value), np.asarray(ref_value), rtol=1e-4)
     np.testing.assert_array_equal(np.asarray(grad), np.asarray(ref_grad))
+
+
+def test_eps_at_delta_where_q_is_subnormal():
+    """A mechanism the quick audit drew at seed 1: ``Q = 5.3483e-320`` on the output where
+    ``P ≈ 1``. ``e^{log Q}`` is subnormal in float64 and XLA's threads flush it to 0, so ``B``
+    read 0 and ``ε(δ)`` read ∞ — in the float32 screen and in the float64 check alike: a false
+    violation of D6–D8. With ``log B`` a log-sum-exp both read the closed form
+    ``log((1 − δ)/Q)`` (the only prefix with ``A > δ`` before the last)."""
+    log_P = np.log(np.array([3.996529368669191e-21, 8.049344123451504e-22, 1.0,
+                             2.359115544895959e-77]))
+    log_Q = np.log(np.array([6.314496006150485e-41, 4.7192371544636316e-105, 5.3483e-320, 1.0]))
+    want = np.log(0.99) - np.log(5.3483e-320)  # 735.1404…
+    with jax.enable_x64(True):
+        got64 = float(pair_notions.eps_at_delta_pair(jnp.asarray(log_P), jnp.asarray(log_Q), 0.01))
+    assert got64 == pytest.approx(want, rel=1e-9)
+    got = float(native.eps_at_delta(_float32(log_P), _float32(log_Q), jnp.float32(0.01)))
+    xla32 = float(pair_notions.eps_at_delta_pair(_float32(log_P), _float32(log_Q), 0.01))
+    assert got == pytest.approx(want, rel=1e-6) and xla32 == pytest.approx(want, rel=1e-5)

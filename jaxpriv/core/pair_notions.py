@@ -261,15 +261,28 @@ def eps_at_delta_pair(log_P, log_Q, delta):
     L, both = _log_ratio(log_P, log_Q)
     has_p = log_P > NEG_INF
     key = jnp.where(both, L, jnp.where(has_p, jnp.inf, NEG_INF))
-    _, P, Q = _sorted_by(-key, jnp.exp(log_P), jnp.exp(log_Q))
+    has_q = log_Q > NEG_INF
+    # log B_k by a cumulative log-sum-exp of log Q: B itself underflows where Q is below
+    # e^−708 (float64; XLA flushes the subnormal e^−736 to 0) and read ε = ∞ — a finite ε of
+    # 735 on a mechanism with such an entry (a false violation of D6–D8 the audit once
+    # reported); zero entries enter as a finite floor, their absence counted apart
+    _, P, log_Q_sorted, q_count = _sorted_by(-key, jnp.exp(log_P),
+                                              jnp.where(has_q, log_Q, _LOG_FLOOR),
+                                              has_q.astype(log_P.dtype))
     A = jnp.cumsum(P, axis=-1)
-    B = jnp.cumsum(Q, axis=-1)
+    log_B = jax.lax.cumlogsumexp(log_Q_sorted, axis=log_Q_sorted.ndim - 1)
+    has_B = jnp.cumsum(q_count, axis=-1) > 0
     over = A > delta
-    positive = over & (B > 0)
+    positive = over & has_B
     candidate = jnp.where(positive, jnp.log(jnp.where(positive, A - delta, 1.0)) -
-                          jnp.log(jnp.where(positive, B, 1.0)), NEG_INF)
-    candidate = jnp.where(over & (B <= 0), jnp.inf, candidate)
+                          jnp.where(positive, log_B, 0.0), NEG_INF)
+    candidate = jnp.where(over & ~has_B, jnp.inf, candidate)
     return jnp.maximum(jnp.max(candidate, axis=-1), 0.0)
+
+
+_LOG_FLOOR = -1e30
+"""A zero probability's log where a cumulative log-sum-exp takes it (finite: no ``−∞ − (−∞)``
+in its derivative); whether a sum has any mass is counted apart."""
 
 
 def _probit(x, complement):

@@ -30,35 +30,55 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 struct Entry {
-  double key, p, q;
+  double key, p, q, log_q;
 };
 
-float one_pair(const float* log_P, const float* log_Q, int m, double delta, Entry* entries) {
-  if (std::isnan(delta)) return std::numeric_limits<float>::quiet_NaN();
+// The outputs with P's and Q's probabilities (double; subnormal ones may flush to 0 on XLA's
+// threads) and log Q, insertion-sorted by log(P/Q) descending (`q_over_p`: by log(Q/P)
+// descending); false where an input is NaN.
+bool sorted_entries(const float* log_P, const float* log_Q, int m, bool q_over_p,
+                    Entry* entries) {
   for (int i = 0; i < m; ++i) {
     const double lp = log_P[i], lq = log_Q[i];
-    if (std::isnan(lp) || std::isnan(lq)) return std::numeric_limits<float>::quiet_NaN();
+    if (std::isnan(lp) || std::isnan(lq)) return false;
     const bool has_p = lp > -kInf, has_q = lq > -kInf;
-    const double key = has_p && has_q ? lp - lq : (has_p ? kInf : -kInf);
-    Entry e{key, has_p ? std::exp(lp) : 0.0, has_q ? std::exp(lq) : 0.0};
-    int j = i;  // insertion sort, descending keys
+    const double key = q_over_p ? (has_p && has_q ? lq - lp : (has_q ? kInf : -kInf))
+                                : (has_p && has_q ? lp - lq : (has_p ? kInf : -kInf));
+    Entry e{key, has_p ? std::exp(lp) : 0.0, has_q ? std::exp(lq) : 0.0, lq};
+    int j = i;
     while (j > 0 && entries[j - 1].key < e.key) {
       entries[j] = entries[j - 1];
       --j;
     }
     entries[j] = e;
   }
-  // the largest (A_k - delta)/B_k (at least 1: eps >= 0), one log at the end
-  double A = 0.0, B = 0.0, best = 1.0;
+  return true;
+}
+
+float one_pair(const float* log_P, const float* log_Q, int m, double delta, Entry* entries) {
+  if (std::isnan(delta)) return std::numeric_limits<float>::quiet_NaN();
+  if (!sorted_entries(log_P, log_Q, m, false, entries))
+    return std::numeric_limits<float>::quiet_NaN();
+  // the largest log(A_k - delta) - log B_k (at least 0: eps >= 0); log B_k by a running
+  // log-sum-exp of log Q (B itself underflows below e^-708, and XLA's threads flush subnormals:
+  // B = 0 would read eps = inf for a finite eps of ~736)
+  double A = 0.0, top = -kInf, scaled = 0.0, best = 0.0;  // B = e^top * scaled
   for (int k = 0; k < m; ++k) {
     A += entries[k].p;
-    B += entries[k].q;
+    const double lq = entries[k].log_q;
+    if (lq > top) {
+      scaled = scaled * std::exp(top - lq) + 1.0;
+      top = lq;
+    } else if (lq > -kInf) {
+      scaled += std::exp(lq - top);
+    }
     if (A > delta) {
-      if (!(B > 0.0)) return std::numeric_limits<float>::infinity();
-      if (A - delta > best * B) best = (A - delta) / B;
+      if (top == -kInf) return std::numeric_limits<float>::infinity();
+      const double candidate = std::log(A - delta) - top - std::log(scaled);
+      if (candidate > best) best = candidate;
     }
   }
-  return static_cast<float>(std::log(best));
+  return static_cast<float>(best);
 }
 
 // Phi^-1(p) for p in [0, 1] (-inf at 0, +inf at 1); `refine`: one Halley step on erfc after
@@ -104,19 +124,8 @@ inline double probit(double x, double complement, bool refine) {
 
 float gdp_pair(const float* log_P, const float* log_Q, int m, Entry* entries, double* suffix_p,
                double* suffix_q) {
-  for (int i = 0; i < m; ++i) {
-    const double lp = log_P[i], lq = log_Q[i];
-    if (std::isnan(lp) || std::isnan(lq)) return std::numeric_limits<float>::quiet_NaN();
-    const bool has_p = lp > -kInf, has_q = lq > -kInf;
-    const double key = has_p && has_q ? lq - lp : (has_q ? kInf : -kInf);  // log(Q/P)
-    Entry e{key, has_p ? std::exp(lp) : 0.0, has_q ? std::exp(lq) : 0.0};
-    int j = i;
-    while (j > 0 && entries[j - 1].key < e.key) {
-      entries[j] = entries[j - 1];
-      --j;
-    }
-    entries[j] = e;
-  }
+  if (!sorted_entries(log_P, log_Q, m, true, entries))
+    return std::numeric_limits<float>::quiet_NaN();
   // suffix_p[k] = sum_{j > k} P_j, summed (a tail of 1e-19 behind 0.3 is kept)
   double sp = 0.0, sq = 0.0;
   for (int k = m - 1; k >= 0; --k) {
