@@ -238,17 +238,7 @@ def zcdp_orders(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"]
       TypeError: for input that is not float32 or not of one shape.
       RuntimeError: if the kernel is not available (see :func:`unavailable_reason`).
     """
-    if any(jnp.result_type(a) != jnp.float32 for a in (log_P, log_Q)):
-        raise TypeError("the native kernel takes float32 input only")
-    if jnp.shape(log_P) != jnp.shape(log_Q) or jnp.ndim(log_P) < 1:
-        raise TypeError(f"log_P and log_Q must have one shape (*p, m), got {jnp.shape(log_P)} "
-                        f"and {jnp.shape(log_Q)}")
-    reason = _registered()
-    if reason is not None:
-        raise RuntimeError(f"the native kernel is not available: {reason}")
-    out = jax.ShapeDtypeStruct(jnp.shape(log_P)[:-1], jnp.float32)
-    return tuple(jax.ffi.ffi_call(TARGET + "_zcdp", (out, out), vmap_method="broadcast_all")(
-        log_P, log_Q))
+    return tuple(_pair_call("_zcdp", 2, log_P, log_Q))
 
 
 def eps_at_delta(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"],
@@ -270,18 +260,7 @@ def eps_at_delta(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"],
       TypeError: for input that is not float32 or not of matching shapes.
       RuntimeError: if the kernel is not available (see :func:`unavailable_reason`).
     """
-    if any(jnp.result_type(a) != jnp.float32 for a in (log_P, log_Q, delta)):
-        raise TypeError("the native kernel takes float32 input only")
-    if (jnp.shape(log_P) != jnp.shape(log_Q) or jnp.ndim(log_P) < 1
-            or jnp.shape(delta) != jnp.shape(log_P)[:-1]):
-        raise TypeError(f"log_P, log_Q must have one shape (*p, m) and delta (*p), got "
-                        f"{jnp.shape(log_P)}, {jnp.shape(log_Q)} and {jnp.shape(delta)}")
-    reason = _registered()
-    if reason is not None:
-        raise RuntimeError(f"the native kernel is not available: {reason}")
-    out = jax.ShapeDtypeStruct(jnp.shape(log_P)[:-1], jnp.float32)
-    return jax.ffi.ffi_call(TARGET + "_eps_at_delta", out, vmap_method="broadcast_all")(
-        log_P, log_Q, delta)
+    return _pair_call("_eps_at_delta", 1, log_P, log_Q, delta)[0]
 
 
 def gdp(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"]) -> Float[Array, "*p"]:
@@ -302,16 +281,26 @@ def gdp(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"]) -> Float[Array
       TypeError: for input that is not float32 or not of one shape.
       RuntimeError: if the kernel is not available (see :func:`unavailable_reason`).
     """
-    if any(jnp.result_type(a) != jnp.float32 for a in (log_P, log_Q)):
+    return _pair_call("_gdp", 1, log_P, log_Q)[0]
+
+
+def _pair_call(suffix: str, results: int, log_P, log_Q, *per_pair) -> tuple[Array, ...]:
+    """A pair kernel's call: float32 ``(*p, m)`` pairs (and float32 ``(*p)`` arguments) in,
+    ``results`` float32 ``(*p)`` arrays out; the checks every pair kernel makes."""
+    arrays = (log_P, log_Q, *per_pair)
+    if any(jnp.result_type(a) != jnp.float32 for a in arrays):
         raise TypeError("the native kernel takes float32 input only")
-    if jnp.shape(log_P) != jnp.shape(log_Q) or jnp.ndim(log_P) < 1:
-        raise TypeError(f"log_P and log_Q must have one shape (*p, m), got {jnp.shape(log_P)} "
-                        f"and {jnp.shape(log_Q)}")
+    pairs = jnp.shape(log_P)[:-1]
+    if (jnp.shape(log_P) != jnp.shape(log_Q) or jnp.ndim(log_P) < 1
+            or any(jnp.shape(a) != pairs for a in per_pair)):
+        raise TypeError(f"log_P and log_Q must have one shape (*p, m), and the pairs' arguments "
+                        f"(*p), got {', '.join(str(jnp.shape(a)) for a in arrays)}")
     reason = _registered()
     if reason is not None:
         raise RuntimeError(f"the native kernel is not available: {reason}")
-    out = jax.ShapeDtypeStruct(jnp.shape(log_P)[:-1], jnp.float32)
-    return jax.ffi.ffi_call(TARGET + "_gdp", out, vmap_method="broadcast_all")(log_P, log_Q)
+    out = jax.ShapeDtypeStruct(pairs, jnp.float32)
+    return tuple(jax.ffi.ffi_call(TARGET + suffix, (out,) * results,
+                                  vmap_method="broadcast_all")(*arrays))
 
 
 def _databases(target, log_K, log_prior, records, fields):
