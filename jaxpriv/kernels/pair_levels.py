@@ -25,7 +25,7 @@ Examples:
   >>> from jaxpriv import families
   >>> from jaxpriv.kernels import pair_levels
   >>> round(float(pair_levels.zcdp(families.randomized_response(1.0))), 4)
-  0.2311
+  0.4621
   >>> round(float(pair_levels.eps_at_delta(families.randomized_response(1.0), delta=1e-5)), 4)
   1.0
 """
