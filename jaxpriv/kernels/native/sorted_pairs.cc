@@ -18,6 +18,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <vector>
 
@@ -155,16 +156,28 @@ float gdp_pair(const float* log_P, const float* log_Q, int m, Entry* entries, do
   return static_cast<float>(std::max(mu, 0.0));
 }
 
-ffi::Error Gdp(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
-               ffi::ResultBuffer<ffi::F32> mu) {
+// The number of pairs of (log_P, log_Q), shaped (..., m) alike, and m; an error where they or
+// the per-pair buffers (`sizes`: their element counts) do not match.
+ffi::Error pair_shape(const ffi::Buffer<ffi::F32>& log_P, const ffi::Buffer<ffi::F32>& log_Q,
+                      std::initializer_list<size_t> sizes, int64_t* count_out, int64_t* m_out) {
   const auto dims = log_P.dimensions();
   if (dims.size() < 1) return ffi::Error::InvalidArgument("log_P must have shape (..., m)");
   const int64_t m = dims[dims.size() - 1];
   if (m < 1) return ffi::Error::InvalidArgument("the pairs need m >= 1 outputs");
   const int64_t count = static_cast<int64_t>(log_P.element_count()) / m;
-  if (log_Q.element_count() != log_P.element_count() ||
-      static_cast<int64_t>(mu->element_count()) != count)
-    return ffi::Error::InvalidArgument("log_P, log_Q and the result must match");
+  bool match = log_Q.element_count() == log_P.element_count();
+  for (size_t size : sizes) match = match && static_cast<int64_t>(size) == count;
+  if (!match) return ffi::Error::InvalidArgument("log_P, log_Q and the per-pair buffers must match");
+  *count_out = count;
+  *m_out = m;
+  return ffi::Error::Success();
+}
+
+ffi::Error Gdp(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
+               ffi::ResultBuffer<ffi::F32> mu) {
+  int64_t count, m;
+  const ffi::Error shape = pair_shape(log_P, log_Q, {mu->element_count()}, &count, &m);
+  if (shape.failure()) return shape;
   std::vector<Entry> entries(m);
   std::vector<double> suffix(2 * m);
   const float* p = log_P.typed_data();
@@ -178,15 +191,9 @@ ffi::Error Gdp(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
 
 ffi::Error EpsAtDelta(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
                       ffi::Buffer<ffi::F32> delta, ffi::ResultBuffer<ffi::F32> eps) {
-  const auto dims = log_P.dimensions();
-  if (dims.size() < 1) return ffi::Error::InvalidArgument("log_P must have shape (..., m)");
-  const int64_t m = dims[dims.size() - 1];
-  if (m < 1) return ffi::Error::InvalidArgument("the pairs need m >= 1 outputs");
-  const int64_t count = static_cast<int64_t>(log_P.element_count()) / m;
-  if (log_Q.element_count() != log_P.element_count() ||
-      static_cast<int64_t>(delta.element_count()) != count ||
-      static_cast<int64_t>(eps->element_count()) != count)
-    return ffi::Error::InvalidArgument("log_P, log_Q, delta and the result must match");
+  int64_t count, m;
+  const ffi::Error shape = pair_shape(log_P, log_Q, {delta.element_count(), eps->element_count()}, &count, &m);
+  if (shape.failure()) return shape;
   std::vector<Entry> entries(m);
   const float* p = log_P.typed_data();
   const float* q = log_Q.typed_data();
