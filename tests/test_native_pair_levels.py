@@ -324,3 +324,66 @@ def test_eps_at_delta_where_q_is_subnormal():
     got = float(native.eps_at_delta(_float32(log_P), _float32(log_Q), jnp.float32(0.01)))
     xla32 = float(pair_notions.eps_at_delta_pair(_float32(log_P), _float32(log_Q), 0.01))
     assert got == pytest.approx(want, rel=1e-6) and xla32 == pytest.approx(want, rel=1e-5)
+
+
+def _mp_pair(P, Q):
+    """The pair normalized in 500-digit mpmath, and its logs as float64 (what jaxpriv gets)."""
+    import mpmath as mp
+
+    P = [mp.mpf(float(x)) for x in P]
+    Q = [mp.mpf(float(x)) for x in Q]
+    P = [x / mp.fsum(P) for x in P]
+    Q = [x / mp.fsum(Q) for x in Q]
+    return P, Q, np.array([float(mp.log(x)) for x in P]), np.array([float(mp.log(x)) for x in Q])
+
+
+def test_gdp_where_a_sum_is_subnormal():
+    """The same mechanism: the last vertex's ``Q(Sᶜ) = 5.3e-320`` is subnormal, XLA flushed it
+    to 0 and ``Φ⁻¹(1 − Q(Sᶜ))`` read +∞, so μ read ∞ (float64 reference, XLA float32 and the
+    native kernel alike) for a finite 47.566 (the 2^m-subset mpmath oracle at 500 digits). Now
+    every sum is a log-sum-exp and every probit is taken from a log."""
+    import mpmath as mp
+
+    P = [3.996529368669191e-21, 8.049344123451504e-22, 1.0, 2.359115544895959e-77]
+    Q = [6.314496006150485e-41, 4.7192371544636316e-105, 5.3483e-320, 1.0]
+    with mp.workdps(500):
+        Pm, Qm, log_P, log_Q = _mp_pair(P, Q)
+        want = float(reference.gdp(Pm, Qm))
+    assert want == pytest.approx(47.5656501852548, rel=1e-12)
+    with jax.enable_x64(True):
+        got64 = float(pair_notions.gdp_pair(jnp.asarray(log_P), jnp.asarray(log_Q)))
+    assert got64 == pytest.approx(want, rel=1e-9)
+    got = float(native.gdp(_float32(log_P), _float32(log_Q)))
+    xla32 = float(pair_notions.gdp_pair(_float32(log_P), _float32(log_Q)))
+    assert got == pytest.approx(want, rel=1e-6) and xla32 == pytest.approx(want, rel=1e-6)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_gdp_with_entries_far_below_the_normal_range(seed):
+    """Pairs with entries between e^−760 and e^−701 (sums that are subnormal or nearly):
+    the float64 reference against the mpmath oracle on a few, the native kernel against the
+    float64 reference on many; never ∞ where no entry is zero."""
+    import mpmath as mp
+
+    rng = np.random.default_rng(seed)
+    count, m = 400, 4
+    logs = _pairs(rng, count, m, 1.0)
+    tiny = rng.random(logs.shape) < 0.3
+    logs = np.where(tiny, rng.uniform(-760.0, -701.0, logs.shape), logs)
+    logs -= np.logaddexp.reduce(logs, axis=-1, keepdims=True)  # rows sum to 1 again
+    with jax.enable_x64(True):
+        ref = np.asarray(jax.jit(pair_notions.gdp_pair)(jnp.asarray(logs[:, 0]),
+                                                         jnp.asarray(logs[:, 1])))
+    assert np.isfinite(ref).all()
+    with mp.workdps(500):
+        for i in range(6):
+            P = [mp.exp(mp.mpf(float(x))) for x in logs[i, 0]]
+            Q = [mp.exp(mp.mpf(float(x))) for x in logs[i, 1]]
+            want = float(reference.gdp([x / mp.fsum(P) for x in P], [x / mp.fsum(Q) for x in Q]))
+            assert ref[i] == pytest.approx(want, rel=1e-9, abs=1e-9)
+    rounded = np.asarray(_float32(logs), np.float64)
+    with jax.enable_x64(True):
+        ref32 = np.asarray(jax.jit(pair_notions.gdp_pair)(jnp.asarray(rounded[:, 0]),
+                                                           jnp.asarray(rounded[:, 1])))
+    got = np.asarray(native.gdp(_float32(logs[:, 0]), _float32(logs[:, 1])), np.float64)
+    np.testing.assert_allclose(got, ref32, rtol=2e-6, atol=1e-5)

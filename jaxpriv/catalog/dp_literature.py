@@ -39,6 +39,7 @@ from __future__ import annotations
 import functools
 import math
 
+import jax
 import jax.numpy as jnp
 
 from jaxpriv.catalog import notions as catalog  # noqa: F401  (the notions the relations use)
@@ -177,11 +178,17 @@ def _d9_bound(x, *p, epsilon):
     a = grid[best] - step
     b = grid[best] + step
     golden = (math.sqrt(5.0) - 1.0) / 2.0
-    for _ in range(60):
+
+    def golden_step(_, bracket):
+        a, b = bracket
         c = b - golden * (b - a)
         d = a + golden * (b - a)
         left = log_objective(1.0 + jnp.exp(c), rho) <= log_objective(1.0 + jnp.exp(d), rho)
-        a, b = jnp.where(left, a, c), jnp.where(left, d, b)
+        return jnp.where(left, a, c), jnp.where(left, d, b)
+
+    # a loop, not 60 unrolled steps: traced once (in every program and every eager call of
+    # the audit's verdicts, envelopes and figures: 8 of a warm D9 audit's 30 s were these)
+    a, b = jax.lax.fori_loop(0, 60, golden_step, (a, b))
     refined = log_objective(1.0 + jnp.exp(0.5 * (a + b)), rho)
     log_delta = jnp.minimum(jnp.min(values, axis=-1), refined)
     return jnp.minimum(jnp.exp(log_delta), 1.0)

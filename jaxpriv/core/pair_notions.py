@@ -41,7 +41,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import logsumexp, ndtri
+from jax.scipy.special import log_ndtr, logsumexp, ndtri
 from jaxtyping import Array, Float
 
 from jaxpriv.core import divergences
@@ -285,18 +285,60 @@ _LOG_FLOOR = -1e30
 in its derivative); whether a sum has any mass is counted apart."""
 
 
-def _probit(x, complement):
-    """``Φ⁻¹(x)`` given ``x`` and ``1 − x`` (each from its own sum: no cancellation near 1)."""
-    upper = x > 0.5
-    return jnp.where(upper, -ndtri(jnp.where(upper, complement, 0.5)),
-                     ndtri(jnp.where(upper, 0.5, x)))
+_LOG_HALF = math.log(0.5)
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 
-def _suffix_after(x):
-    """``Σ_{j>k} x_j`` for every ``k`` (the complement of a prefix), from its own sum: a tail
-    of 1e-19 behind a term of 0.3 is kept, not lost in ``total − prefix``."""
-    suffix = jnp.flip(jnp.cumsum(jnp.flip(x, -1), axis=-1), -1)  # Σ_{j≥k}
-    return jnp.concatenate([suffix[..., 1:], jnp.zeros_like(suffix[..., :1])], axis=-1)
+def _tail_start(dtype) -> float:
+    """Below this ``log x`` the probit is taken from ``log x`` itself: ``e^{log x}`` would be
+    subnormal (float64 below ``e^−708``, float32 below ``e^−87``) and XLA flushes subnormals."""
+    return -700.0 if jnp.dtype(dtype) == jnp.float64 else -80.0
+
+
+def _log_probit_lower(log_x):
+    """``Φ⁻¹(e^{log x})`` for ``log x ≤ log ½`` (``−∞`` at ``x = 0``). Where ``e^{log x}`` is
+    representable, ``ndtri``; below :func:`_tail_start`, the Mills-ratio start
+    ``s² = −2 log x − log 2π − 2 log s`` (three fixed-point steps) and three Newton steps on
+    ``log Φ(z) = log x`` (``d log Φ/dz = φ(z)/Φ(z)``, both from ``log_ndtr``): ``Φ⁻¹(5.3e-320)`` is
+    −38.06, not −∞."""
+    start = _tail_start(log_x.dtype)
+    tail = log_x < start
+    zero = log_x == NEG_INF
+    direct = ndtri(jnp.exp(jnp.where(tail, _LOG_HALF, log_x)))
+    lt = jnp.where(tail & ~zero, log_x, start)
+    s = jnp.sqrt(-2.0 * lt)
+    for _ in range(3):
+        s = jnp.sqrt(-2.0 * lt - 2.0 * _LOG_SQRT_2PI - 2.0 * jnp.log(s))
+    z = -s
+    for _ in range(3):
+        log_cdf = log_ndtr(z)
+        slope = jnp.exp(-0.5 * z * z - _LOG_SQRT_2PI - log_cdf)
+        z = z - (log_cdf - lt) / slope
+    return jnp.where(zero, NEG_INF, jnp.where(tail, z, direct))
+
+
+def _log_probit(log_x, log_complement):
+    """``Φ⁻¹(x)`` given ``log x`` and ``log(1 − x)`` (each from its own sum: no cancellation near
+    1, no underflow near 0); ``x > ½`` exactly where ``log x > log(1 − x)``."""
+    upper = log_x > log_complement
+    z = _log_probit_lower(jnp.where(upper, log_complement, log_x))
+    return jnp.where(upper, -z, z)
+
+
+def _log_prefix_and_suffix(log_x, count):
+    """``log Σ_{j≤k} x_j`` and ``log Σ_{j>k} x_j`` for every ``k`` by cumulative log-sum-exps,
+    ``−∞`` where the sum holds no entry (``count`` marks the entries that are not zero; a zero
+    entry's log is the finite :data:`_LOG_FLOOR`)."""
+    axis = log_x.ndim - 1
+    log_in = jax.lax.cumlogsumexp(log_x, axis=axis)
+    log_from = jax.lax.cumlogsumexp(log_x, axis=axis, reverse=True)  # Σ_{j≥k}
+    has_in = jnp.cumsum(count, axis=-1) > 0
+    has_from = jnp.flip(jnp.cumsum(jnp.flip(count, -1), axis=-1), -1) > 0
+    log_out = jnp.concatenate([log_from[..., 1:], jnp.full_like(log_from[..., :1], _LOG_FLOOR)],
+                              axis=-1)
+    has_out = jnp.concatenate([has_from[..., 1:], jnp.zeros_like(has_from[..., :1])], axis=-1)
+    return (jnp.where(has_in, log_in, NEG_INF), jnp.where(has_out, log_out, NEG_INF),
+            has_in, has_out)
 
 
 def gdp_pair(log_P, log_Q):
@@ -304,16 +346,20 @@ def gdp_pair(log_P, log_Q):
     ``T`` is piecewise linear with vertices at the prefixes ``S_k`` of the outputs sorted by
     ``Q/P`` descending, ``G_μ`` convex, so ``T − G_μ`` is concave on each segment and the
     vertices decide: ``μ = max_k Φ⁻¹(Q(S_k)) − Φ⁻¹(P(S_k))`` (type-I error ``P(S_k)``, power
-    ``Q(S_k)``), ``+∞`` where ``P(S_k) = 0 < Q(S_k)`` or ``Q(S_k) = 1 > P(S_k)``."""
+    ``Q(S_k)``), ``+∞`` where ``P(S_k) = 0 < Q(S_k)`` or ``Q(S_k) = 1 > P(S_k)``. Every sum is
+    a log-sum-exp of the logs and every probit is taken from a log (:func:`_log_probit`): a
+    prefix of mass ``e^−736`` is subnormal, XLA flushes it to 0 and μ read ∞ (a finite 38)."""
     L, both = _log_ratio(log_Q, log_P)  # log(Q/P): ascending in P/Q
-    has_q = log_Q > NEG_INF
+    has_p, has_q = log_P > NEG_INF, log_Q > NEG_INF
     key = jnp.where(both, L, jnp.where(has_q, jnp.inf, NEG_INF))
-    _, P, Q = _sorted_by(-key, jnp.exp(log_P), jnp.exp(log_Q))
-    P_in, Q_in = jnp.cumsum(P, axis=-1), jnp.cumsum(Q, axis=-1)
-    P_out, Q_out = _suffix_after(P), _suffix_after(Q)  # Σ_{j>k}, summed, not subtracted
-    skip = ((P_in <= 0) & (Q_in <= 0)) | ((P_out <= 0) & (Q_out <= 0))
-    power = _probit(jnp.where(skip, 0.5, Q_in), jnp.where(skip, 0.5, Q_out))
-    size = _probit(jnp.where(skip, 0.5, P_in), jnp.where(skip, 0.5, P_out))
+    _, lp, lq, cp, cq = _sorted_by(-key, jnp.where(has_p, log_P, _LOG_FLOOR),
+                                   jnp.where(has_q, log_Q, _LOG_FLOOR),
+                                   has_p.astype(log_P.dtype), has_q.astype(log_P.dtype))
+    lp_in, lp_out, p_in, p_out = _log_prefix_and_suffix(lp, cp)
+    lq_in, lq_out, q_in, q_out = _log_prefix_and_suffix(lq, cq)
+    skip = (~p_in & ~q_in) | (~p_out & ~q_out)
+    power = _log_probit(jnp.where(skip, _LOG_HALF, lq_in), jnp.where(skip, _LOG_HALF, lq_out))
+    size = _log_probit(jnp.where(skip, _LOG_HALF, lp_in), jnp.where(skip, _LOG_HALF, lp_out))
     mu = jnp.where(skip, NEG_INF, power - size)
     return jnp.maximum(jnp.max(mu, axis=-1), 0.0)
 

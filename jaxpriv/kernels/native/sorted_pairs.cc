@@ -12,6 +12,9 @@
 // the prefixes S_k of the outputs sorted by log(Q/P) descending, each probit taken from the
 // smaller of a prefix sum and its complement's own sum; Phi^-1 by Acklam's rational
 // approximation (1.2e-9), the best vertex's refined by one Halley step on erfc (double precision).
+// A pair with an entry below e^-700 is taken in logs throughout (sums by running
+// log-sum-exps, Phi^-1 from log p): its sums can be subnormal, which XLA's threads flush to 0
+// (Phi^-1(5.3e-320) = -38.06 read -inf, mu = inf for a finite 47.6).
 //
 // Why by hand: XLA:CPU sorts each pair's short axis of outputs with a general sort; here each
 // pair is a scalar loop (an insertion sort of its m keys), ~0.1 us a pair. NaN in, NaN out.
@@ -31,21 +34,40 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 struct Entry {
-  double key, p, q, log_q;
+  double key, p, q, log_p, log_q;
+};
+
+// Below this log a probability, or a sum of such, may be subnormal in double.
+constexpr double kTinyLog = -700.0;
+
+// A running log-sum-exp: log of the sum of e^l over the l added (-inf while none is finite).
+struct LogSum {
+  double top = -kInf, scaled = 0.0;  // the sum is e^top * scaled
+  void add(double l) {
+    if (l > top) {
+      scaled = scaled * std::exp(top - l) + 1.0;
+      top = l;
+    } else if (l > -kInf) {
+      scaled += std::exp(l - top);
+    }
+  }
+  double log() const { return top == -kInf ? -kInf : top + std::log(scaled); }
 };
 
 // The outputs with P's and Q's probabilities (double; subnormal ones may flush to 0 on XLA's
-// threads) and log Q, insertion-sorted by log(P/Q) descending (`q_over_p`: by log(Q/P)
-// descending); false where an input is NaN.
+// threads) and logs, insertion-sorted by log(P/Q) descending (`q_over_p`: by log(Q/P)
+// descending); false where an input is NaN. `tiny`: whether an entry is below e^kTinyLog.
 bool sorted_entries(const float* log_P, const float* log_Q, int m, bool q_over_p,
-                    Entry* entries) {
+                    Entry* entries, bool* tiny = nullptr) {
+  bool small = false;
   for (int i = 0; i < m; ++i) {
     const double lp = log_P[i], lq = log_Q[i];
     if (std::isnan(lp) || std::isnan(lq)) return false;
+    small = small || (lp > -kInf && lp < kTinyLog) || (lq > -kInf && lq < kTinyLog);
     const bool has_p = lp > -kInf, has_q = lq > -kInf;
     const double key = q_over_p ? (has_p && has_q ? lq - lp : (has_q ? kInf : -kInf))
                                 : (has_p && has_q ? lp - lq : (has_p ? kInf : -kInf));
-    Entry e{key, has_p ? std::exp(lp) : 0.0, has_q ? std::exp(lq) : 0.0, lq};
+    Entry e{key, has_p ? std::exp(lp) : 0.0, has_q ? std::exp(lq) : 0.0, lp, lq};
     int j = i;
     while (j > 0 && entries[j - 1].key < e.key) {
       entries[j] = entries[j - 1];
@@ -53,6 +75,7 @@ bool sorted_entries(const float* log_P, const float* log_Q, int m, bool q_over_p
     }
     entries[j] = e;
   }
+  if (tiny != nullptr) *tiny = small;
   return true;
 }
 
@@ -63,19 +86,14 @@ float one_pair(const float* log_P, const float* log_Q, int m, double delta, Entr
   // the largest log(A_k - delta) - log B_k (at least 0: eps >= 0); log B_k by a running
   // log-sum-exp of log Q (B itself underflows below e^-708, and XLA's threads flush subnormals:
   // B = 0 would read eps = inf for a finite eps of ~736)
-  double A = 0.0, top = -kInf, scaled = 0.0, best = 0.0;  // B = e^top * scaled
+  double A = 0.0, best = 0.0;
+  LogSum B;
   for (int k = 0; k < m; ++k) {
     A += entries[k].p;
-    const double lq = entries[k].log_q;
-    if (lq > top) {
-      scaled = scaled * std::exp(top - lq) + 1.0;
-      top = lq;
-    } else if (lq > -kInf) {
-      scaled += std::exp(lq - top);
-    }
+    B.add(entries[k].log_q);
     if (A > delta) {
-      if (top == -kInf) return std::numeric_limits<float>::infinity();
-      const double candidate = std::log(A - delta) - top - std::log(scaled);
+      if (B.top == -kInf) return std::numeric_limits<float>::infinity();
+      const double candidate = std::log(A - delta) - B.log();
       if (candidate > best) best = candidate;
     }
   }
@@ -123,10 +141,71 @@ inline double probit(double x, double complement, bool refine) {
   return x > 0.5 ? -ndtri(complement, refine) : ndtri(x, refine);
 }
 
+// Phi^-1(e^l) for l <= log(1/2): below kTinyLog from l itself (Acklam's tail form takes
+// sqrt(-2 l)), refined by Newton steps on log Phi(x) = l with Phi's asymptotic series
+// log Phi(x) = -x^2/2 - log(-x) - log(2 pi)/2 + log(1 - 1/x^2 + 3/x^4 - 15/x^6 + 105/x^8),
+// whose next term is below 1e-12 here (x < -37).
+double ndtri_log(double l, bool refine) {
+  if (l == -kInf) return -kInf;
+  if (l > kTinyLog) return ndtri(std::exp(l), refine);
+  const double q = std::sqrt(-2.0 * l);
+  double x = (((((-7.784894002430293e-03 * q - 3.223964580411365e-01) * q -
+                 2.400758277161838e+00) * q - 2.549732539343734e+00) * q +
+               4.374664141464968e+00) * q + 2.938163982698783e+00) /
+             ((((7.784695709041462e-03 * q + 3.224671290700398e-01) * q +
+                2.445134137142996e+00) * q + 3.754408661907416e+00) * q + 1.0);
+  for (int step = 0; step < (refine ? 3 : 0); ++step) {
+    const double r = 1.0 / (x * x);
+    const double series = 1.0 - r * (1.0 - 3.0 * r * (1.0 - 5.0 * r * (1.0 - 7.0 * r)));
+    const double log_cdf = -0.5 * x * x - std::log(-x) - 0.9189385332046728 + std::log(series);
+    x -= (log_cdf - l) * series / (-x);  // d log Phi/dx = phi/Phi ~ -x / series
+  }
+  return x;
+}
+
+// Phi^-1 of a probability given the logs of it and of its complement.
+inline double probit_log(double log_x, double log_complement, bool refine) {
+  return log_x > log_complement ? -ndtri_log(log_complement, refine)
+                                : ndtri_log(log_x, refine);
+}
+
+// gdp_pair of a pair with an entry below e^kTinyLog: every sum a log-sum-exp, every probit
+// from a log (the sorted entries given; suffix_p, suffix_q hold the suffixes' logs).
+float gdp_pair_in_logs(const Entry* entries, int m, double* suffix_p, double* suffix_q) {
+  LogSum sp, sq;
+  for (int k = m - 1; k >= 0; --k) {
+    suffix_p[k] = sp.log();
+    suffix_q[k] = sq.log();
+    sp.add(entries[k].log_p);
+    sq.add(entries[k].log_q);
+  }
+  LogSum P_in, Q_in;
+  double best = 0.0, best_P = 0.0, best_Q = 0.0, best_P_out = 0.0, best_Q_out = 0.0;
+  bool found = false;
+  for (int k = 0; k < m; ++k) {
+    P_in.add(entries[k].log_p);
+    Q_in.add(entries[k].log_q);
+    const double lp = P_in.log(), lq = Q_in.log(), lp_out = suffix_p[k], lq_out = suffix_q[k];
+    if ((lp == -kInf && lq == -kInf) || (lp_out == -kInf && lq_out == -kInf)) continue;
+    const double mu = probit_log(lq, lq_out, false) - probit_log(lp, lp_out, false);
+    if (std::isnan(mu)) continue;
+    if (mu == kInf) return std::numeric_limits<float>::infinity();
+    if (mu > best) {
+      best = mu, found = true;
+      best_P = lp, best_Q = lq, best_P_out = lp_out, best_Q_out = lq_out;
+    }
+  }
+  if (!found) return 0.0f;
+  const double mu = probit_log(best_Q, best_Q_out, true) - probit_log(best_P, best_P_out, true);
+  return static_cast<float>(std::max(mu, 0.0));
+}
+
 float gdp_pair(const float* log_P, const float* log_Q, int m, Entry* entries, double* suffix_p,
                double* suffix_q) {
-  if (!sorted_entries(log_P, log_Q, m, true, entries))
+  bool tiny = false;
+  if (!sorted_entries(log_P, log_Q, m, true, entries, &tiny))
     return std::numeric_limits<float>::quiet_NaN();
+  if (tiny) return gdp_pair_in_logs(entries, m, suffix_p, suffix_q);
   // suffix_p[k] = sum_{j > k} P_j, summed (a tail of 1e-19 behind 0.3 is kept)
   double sp = 0.0, sq = 0.0;
   for (int k = m - 1; k >= 0; --k) {
