@@ -170,3 +170,19 @@ def _load():
     from jaxpriv.engines import io
 
     return io.load_mechanism(KRR)
+
+
+@pytest.mark.parametrize("rid", ["D6.a2.d1e-5", "D9.e0.5", "D10.e1", "C2.k10.d1e-6", "R5"])
+def test_bound_at_is_the_bound_op_by_op(rid):
+    """``registry.bound_at`` (one compiled program per claim, the parameters its arguments)
+    gives the relation's own bound evaluated op by op, at many points at once."""
+    relation = registry.get(rid)
+    x = np.array([0.0, 1e-6, 0.3, 1.0, 2.5, 7.0, np.inf])
+    used = np.full_like(x, 0.5)
+    got = registry.bound_at(relation, x, used)
+    with jax.enable_x64(True):
+        want = np.array([float(np.asarray(relation.bound(np.float64(a), np.float64(b))))
+                         for a, b in zip(x, used)])
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+    assert registry.bound_at(relation, 1.0, 0.5).shape == ()
+

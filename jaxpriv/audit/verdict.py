@@ -152,26 +152,30 @@ def _ceiling(relation) -> float | None:
     return largest / TIGHT_SLACK if math.isfinite(largest) else None
 
 
-def _bound_at(relation, point) -> float:
-    """The claimed bound at a point (its envelope row's, else the bound at its premise and
-    parameter); NaN where it cannot be evaluated."""
-    if point.get("bound") is not None and np.isfinite(point["bound"]):
-        return float(point["bound"])
-    try:
-        import jax
-        with jax.enable_x64(True):
-            return float(np.asarray(relation.bound(np.float64(point["premise"]),
-                                                   np.float64(point["parameter"] or 0.0))))
-    except Exception:
-        return math.nan
+def _bounds_at(relation, points) -> np.ndarray:
+    """The claimed bound at each point (its envelope row's, else the bound at its premise and
+    parameter, all in one compiled call); NaN where it cannot be evaluated."""
+    given = np.array([p["bound"] if p.get("bound") is not None else np.nan for p in points],
+                     np.float64)
+    missing = ~np.isfinite(given)
+    if missing.any():
+        try:
+            at = [p for p, m in zip(points, missing) if m]
+            given[missing] = registry.bound_at(
+                relation, [float(p["premise"]) for p in at],
+                [float(p["parameter"] or 0.0) for p in at])
+        except Exception:
+            given[missing] = np.nan
+    return given
 
 
 def _split_vacuous(relation, points, ceiling):
     """``(informative, vacuous)``: the non-violation points whose bound is at least
     ``ceiling`` are vacuous (violations always count)."""
     informative, vacuous = [], []
-    for p in points:
-        at_ceiling = not p["violation"] and _bound_at(relation, p) >= ceiling
+    bounds = _bounds_at(relation, points) if points else np.zeros(0)
+    for p, bound in zip(points, bounds):
+        at_ceiling = not p["violation"] and bound >= ceiling
         (vacuous if at_ceiling else informative).append(p)
     return informative, vacuous
 

@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 
@@ -294,8 +293,7 @@ def _check_search(rel, setup: SearchSetup, n, m, grid, values: dict[str, Any]) -
     param = float(values.get("param", 0.0))
     if not math.isfinite(param) or param < 0:
         raise InputError(f"--param must be finite and >= 0, got {param}")
-    with jax.enable_x64(True):
-        at_top = float(np.asarray(rel.bound(jnp.float64(max(grid)), jnp.float64(param))))
+    at_top = float(registry.bound_at(rel, max(grid), param))
     if not math.isfinite(at_top):
         raise InputError(f"{rel.id}'s bound is infinite at {rel.premise} = {max(grid)} (nothing "
                          f"to search there): keep the grid below "

@@ -144,8 +144,7 @@ def evaluate_grid(config, state: SearchState, out_dir: Path | None
     with jax.enable_x64(True):
         used = checked.parameter if not setup.gridded_parameter else np.full_like(
             checked.parameter, config.param)
-        grid_bound = np.asarray(relation.bound(jnp.asarray(np.broadcast_to(x, used.shape)),
-                                               jnp.asarray(used)))
+        grid_bound = registry.bound_at(relation, np.broadcast_to(x, used.shape), used)
         grid_slack = np.asarray(registry.slack(grid_bound, checked.conclusion))
     feasible = (checked.premise <= x * (1 + 1e-9) + 1e-12) & checked.condition_holds
     if setup.gridded_parameter:

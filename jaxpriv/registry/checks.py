@@ -1,6 +1,7 @@
 """The float64 check of a relation on mechanisms: :func:`slack`, :func:`evaluate` (the check's
 arithmetic, jit-able, in any dtype), :func:`check` (one compiled program per relation and
-options, cached) and :func:`level` (one notion's reference level).
+options, cached), :func:`bound_at` (the claimed bound at many points, compiled) and :func:`level`
+(one notion's reference level).
 """
 
 from __future__ import annotations
@@ -176,6 +177,43 @@ def _compiled_check(key, relation):
             return tuple(result[1:])
         _compiled_checks[key] = jax.jit(run)
     return _compiled_checks[key]
+
+
+_compiled_bounds: dict[Any, Callable] = {}
+
+
+def bound_at(relation: Relation, x, used=0.0) -> np.ndarray:
+    """The claimed bound at premise levels ``x`` and condition parameters ``used`` (broadcast
+    together), in float64, as one compiled program per relation (or claim: its parameters are
+    the program's arguments) — the report's, verdicts' and envelopes' bound at many points in
+    one call, instead of op by op (a bound with a golden-section search or ``erfcx`` took
+    0.05–0.2 s a point that way: 40 s of a quick audit). A bound that only runs op by op (a
+    library's callback) is evaluated so.
+
+    Examples:
+      >>> from jaxpriv import registry
+      >>> bound_at(registry.get("D6.a2.d1e-5"), [1.0, 2.0]).round(5)
+      array([12.51293, 13.51293])
+    """
+    with jax.enable_x64(True):
+        x = np.asarray(x, np.float64)
+        used = np.asarray(used, np.float64)
+        shape = np.broadcast_shapes(x.shape, used.shape)
+        values = programs.traced_values(relation, np.float64)
+        key = _hashable("bound", programs.program_key(relation))
+        if key is not None and key not in _not_compiled:
+            if key not in _compiled_bounds:
+                def run(x, used, values):
+                    bound = programs.bind(relation, values).bound(x, used)
+                    return jnp.broadcast_to(jnp.asarray(bound, jnp.float64), x.shape)
+                _compiled_bounds[key] = jax.jit(run)
+            try:
+                return np.asarray(_compiled_bounds[key](np.broadcast_to(x, shape),
+                                                        np.broadcast_to(used, shape), values))
+            except jax.errors.JAXTypeError:
+                _not_compiled.add(key)
+        return np.broadcast_to(np.asarray(relation.bound(jnp.asarray(x), jnp.asarray(used)),
+                                          np.float64), shape).copy()
 
 
 def level(key: str, mech: Mechanism, **params: Any):

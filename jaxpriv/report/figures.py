@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpriv import registry
 from jaxpriv.report.axes import (CERTIFIED, CLAIM, SEARCH, SWEEP, VIOLATION, _at_most, _legend,
                                  _log_axis, _panels, _pyplot, _save, _sizes, _Slack, _style,
                                  _title, _unbounded, _value_axis, premise_label)
@@ -44,14 +45,12 @@ def _claim(relation, x, param: float) -> np.ndarray:
     """The claimed bound at ``x`` in plotted units: ``bound(x, param)``, or ``bound(x, 1)``
     where the bound scales with the measured parameter."""
     x = np.asarray(x, np.float64)
-    # padded to a power of two (≥ 64) with its last value: the bound's operations run op by op,
-    # each compiled once per shape, so every relation's figure reuses the same few programs (a
-    # quick audit's 63 figures compiled 280 small programs, 12 of its report's 40 s)
+    # padded to a power of two (≥ 64) with its last value: one compiled bound program per
+    # relation serves its figures (registry.bound_at), whatever their number of points
     size = max(64, 1 << max(0, int(x.size - 1).bit_length()))
     padded = np.concatenate([x.ravel(), np.full(size - x.size, x.ravel()[-1] if x.size else 0.0)])
-    with jax.enable_x64(True):
-        p = 1.0 if relation.scales_with_parameter else param
-        value = np.asarray(relation.bound(jnp.asarray(padded), jnp.float64(p)), np.float64)
+    p = 1.0 if relation.scales_with_parameter else param
+    value = registry.bound_at(relation, padded, p)
     return value[:x.size].reshape(x.shape)
 
 
