@@ -11,7 +11,7 @@ from typing import Any, Callable
 from jaxpriv import audit
 from jaxpriv.audit.verdict import format_number
 from jaxpriv.engines import io
-from jaxpriv.report.files import write_search, write_sweep
+from jaxpriv.report.files import audit_search, audit_sweep
 from jaxpriv.report.grid import FIGURES, draw_finished, kept_or_drawn, plot_grid, plot_relation
 
 
@@ -155,11 +155,12 @@ def _details(v: dict) -> list[str]:
     return lines
 
 
-AUDIT_OUTPUTS = audit.Outputs(sweep=write_sweep, search=write_search, report=write_audit,
+AUDIT_OUTPUTS = audit.Outputs(sweep=audit_sweep, search=audit_search, report=write_audit,
                               relation=draw_finished)
 """The report's writers of an audit's files (:class:`jaxpriv.audit.Outputs`): each run's
-``summary.json``, ``envelope.csv`` and ``envelope.png``, each finished relation's figures, and
-the audit's ``report.md``, ``report.html`` and ``figures/``."""
+``summary.json`` and ``envelope.csv`` (a statistical run's ``envelope.png`` too), each finished
+relation's figures (``figures/<id>.png``: the sweep's and the search's envelopes together, and
+its grid cell), and the audit's ``report.md``, ``report.html`` and ``figures/``."""
 
 
 def run_audit(spend: audit.Budget, ids: list[str], out: str | os.PathLike, seed: int = 0,

@@ -46,9 +46,10 @@ def _provenance(config) -> dict:
             "versions": io.versions()}
 
 
-def write_sweep(out_dir: Path, result, relation) -> dict:
+def write_sweep(out_dir: Path, result, relation, figure: bool = True) -> dict:
     """Write ``summary.json``, ``envelope.csv`` and ``envelope.png`` for a finished sweep (of
-    settings: :func:`write_statistical`)."""
+    settings: :func:`write_statistical`); ``figure=False``: no ``envelope.png`` (an audit draws
+    one figure of the relation's two runs instead: :func:`audit_sweep`)."""
     if relation.kind == "statistical":
         return write_statistical(out_dir, result, relation)
     config = result.config
@@ -72,7 +73,8 @@ def write_sweep(out_dir: Path, result, relation) -> dict:
         **_provenance(config),
     }
     write_json(out_dir / "summary.json", summary)
-    plot_envelope(out_dir / "envelope.png", rows, config, relation)
+    if figure:
+        plot_envelope(out_dir / "envelope.png", rows, config, relation)
     return summary
 
 
@@ -89,9 +91,10 @@ where the envelope is exact, below it where only a bracket is known)."""
 
 
 def write_search(out_dir: Path, result, relation,
-                 sweep_dir: str | Path | None = None) -> dict:
+                 sweep_dir: str | Path | None = None, figure: bool = True) -> dict:
     """Write ``summary.json``, ``envelope.csv`` and ``envelope.png`` for a finished search (of
-    settings: :func:`write_statistical`)."""
+    settings: :func:`write_statistical`); ``figure=False``: no ``envelope.png``
+    (:func:`audit_search`)."""
     if relation.kind == "statistical":
         return write_statistical(out_dir, result, relation)
     config = result.config
@@ -131,8 +134,22 @@ def write_search(out_dir: Path, result, relation,
     }
     write_json(out_dir / "summary.json", summary)
     sweep_rows = read_envelope(Path(sweep_dir)) if sweep_dir is not None else None
-    plot_search(out_dir / "envelope.png", rows, config, relation, sweep_rows)
+    if figure:
+        plot_search(out_dir / "envelope.png", rows, config, relation, sweep_rows)
     return summary
+
+
+def audit_sweep(out_dir: Path, result, relation) -> dict:
+    """An audit's sweep writer: :func:`write_sweep` without the run's own figure — the audit
+    draws each relation's figure of both runs (``figures/<id>.png`` and its grid cell); the
+    runs' two figures more were half of a quick audit's ~100 s of drawing."""
+    return write_sweep(out_dir, result, relation, figure=False)
+
+
+def audit_search(out_dir: Path, result, relation, sweep_dir: str | Path | None = None) -> dict:
+    """An audit's search writer: :func:`write_search` without the run's own figure
+    (:func:`audit_sweep`)."""
+    return write_search(out_dir, result, relation, sweep_dir, figure=False)
 
 
 def search_writer(sweep_dir: str | Path | None):
