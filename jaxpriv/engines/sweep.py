@@ -455,12 +455,11 @@ def envelope_rows(out_dir: Path, result: SweepResult, relation) -> list[dict]:
                      "premise": float(checked.premise), "parameter": float(checked.parameter),
                      "conclusion": float(checked.conclusion), "bound": np.nan,
                      "slack": np.nan, "count": int(counts[cell]), "witness": name})
-    if rows:
-        bounds = registry.bound_at(relation, [x for x, _ in at], [used for _, used in at])
-        with jax.enable_x64(True):
-            slacks = np.asarray(registry.slack(bounds, np.array([r["conclusion"] for r in rows])))
-        for row, bound, slack in zip(rows, bounds, slacks):
-            row.update(bound=float(bound), slack=float(slack))
+    bounds = registry.bound_at(relation, [x for x, _ in at], [used for _, used in at])
+    with jax.enable_x64(True):
+        slacks = np.asarray(registry.slack(bounds, np.array([r["conclusion"] for r in rows])))
+    for row, bound, slack in zip(rows, bounds, slacks):
+        row.update(bound=float(bound), slack=float(slack))
     return rows
 
 
