@@ -387,3 +387,19 @@ def test_gdp_with_entries_far_below_the_normal_range(seed):
                                                            jnp.asarray(rounded[:, 1])))
     got = np.asarray(native.gdp(_float32(logs[:, 0]), _float32(logs[:, 1])), np.float64)
     np.testing.assert_allclose(got, ref32, rtol=2e-6, atol=1e-5)
+
+
+def test_gdp_reference_nan_in_nan_out_and_a_lowest_number_log():
+    """NaN in, NaN out (as the native kernel): a NaN entry is not read as a zero; a log written
+    as the dtype's lowest number (a "zero" by floor) gives a number, not NaN."""
+    log_P = np.log(np.array([0.5, 0.3, 0.2]))
+    log_Q = np.array([np.log(0.6), np.log(0.4), np.nan])
+    for dtype in (jnp.float32, jnp.float64):
+        with jax.enable_x64(dtype == jnp.float64):
+            got = float(pair_notions.gdp_pair(jnp.asarray(log_P, dtype), jnp.asarray(log_Q, dtype)))
+            assert np.isnan(got)
+            floor = float(jnp.finfo(dtype).min)
+            low = jnp.asarray([np.log(0.6), np.log(0.4), floor], dtype)
+            value = float(pair_notions.gdp_pair(jnp.asarray(log_P, dtype), low))
+            assert not np.isnan(value) and value > 0
+    assert np.isnan(float(native.gdp(_float32(log_P), _float32(log_Q))))

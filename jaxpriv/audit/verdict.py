@@ -162,8 +162,8 @@ def _bounds_at(relation, points) -> np.ndarray:
         try:
             at = [p for p, m in zip(points, missing) if m]
             given[missing] = registry.bound_at(
-                relation, [float(p["premise"]) for p in at],
-                [float(p["parameter"] or 0.0) for p in at])
+                relation, [np.nan if p["premise"] is None else p["premise"] for p in at],
+                [p["parameter"] or 0.0 for p in at])
         except Exception:
             given[missing] = np.nan
     return given

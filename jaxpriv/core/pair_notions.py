@@ -305,7 +305,8 @@ def _log_probit_lower(log_x):
     tail = log_x < start
     zero = log_x == NEG_INF
     direct = ndtri(jnp.exp(jnp.where(tail, _LOG_HALF, log_x)))
-    lt = jnp.where(tail & ~zero, log_x, start)
+    # a log below −¼·max (a "zero" written as the dtype's lowest number) would overflow −2·log x
+    lt = jnp.maximum(jnp.where(tail & ~zero, log_x, start), -0.25 * jnp.finfo(log_x.dtype).max)
     s = jnp.sqrt(-2.0 * lt)
     for _ in range(3):
         s = jnp.sqrt(-2.0 * lt - 2.0 * _LOG_SQRT_2PI - 2.0 * jnp.log(s))
@@ -313,7 +314,9 @@ def _log_probit_lower(log_x):
     for _ in range(3):
         log_cdf = log_ndtr(z)
         slope = jnp.exp(-0.5 * z * z - _LOG_SQRT_2PI - log_cdf)
-        z = z - (log_cdf - lt) / slope
+        step = (log_cdf - lt) / slope
+        # far out (|z| ≳ 1e9: z² cancels to nothing in −z²/2 − log Φ) the start is exact enough
+        z = z - jnp.where(jnp.isfinite(step), step, 0.0)
     return jnp.where(zero, NEG_INF, jnp.where(tail, z, direct))
 
 
@@ -361,7 +364,8 @@ def gdp_pair(log_P, log_Q):
     power = _log_probit(jnp.where(skip, _LOG_HALF, lq_in), jnp.where(skip, _LOG_HALF, lq_out))
     size = _log_probit(jnp.where(skip, _LOG_HALF, lp_in), jnp.where(skip, _LOG_HALF, lp_out))
     mu = jnp.where(skip, NEG_INF, power - size)
-    return jnp.maximum(jnp.max(mu, axis=-1), 0.0)
+    nan = jnp.isnan(log_P).any(axis=-1) | jnp.isnan(log_Q).any(axis=-1)  # NaN in, NaN out
+    return jnp.where(nan, jnp.nan, jnp.maximum(jnp.max(mu, axis=-1), 0.0))
 
 
 # --------------------------------------------------------------------------------------------

@@ -430,8 +430,7 @@ def _run(config: SweepConfig, out_dir: Path | None, resume: bool, progress: bool
 
 
 def envelope_rows(out_dir: Path, result: SweepResult, relation) -> list[dict]:
-    """Re-check each cell's best mechanism in float64, save it, and tabulate the envelope (the
-    claimed bounds of every cell in one compiled call: :func:`jaxpriv.registry.bound_at`)."""
+    """Re-check each cell's best mechanism in float64, save it, tabulate the envelope."""
     config = result.config
     options = relation.options
     env = jax.tree_util.tree_map(np.asarray, result.state.envelope)
@@ -447,15 +446,15 @@ def envelope_rows(out_dir: Path, result: SweepResult, relation) -> list[dict]:
         name = f"witnesses/bins/x{x_bin:03d}-p{p_bin:02d}.json"
         io.save_mechanism(out_dir / name, mech, relation=relation.id,
                           index=int(env.index[cell]), **options)
-        # the claim at the cell's edges; a bound that scales with the parameter is claimed at
-        # the witness's own (a bin edge would overstate the room)
+        # the claim at the cell's edges (at the witness's own parameter where the bound scales
+        # with it: a bin edge would overstate the room), all cells' in one call below
         measured = p_edge is None or relation.scales_with_parameter
         at.append((x_edge, float(checked.parameter) if measured else p_edge))
         rows.append({"x": x_edge, "param": "" if p_edge is None else p_edge,
                      "premise": float(checked.premise), "parameter": float(checked.parameter),
                      "conclusion": float(checked.conclusion), "bound": np.nan,
                      "slack": np.nan, "count": int(counts[cell]), "witness": name})
-    bounds = registry.bound_at(relation, [x for x, _ in at], [used for _, used in at])
+    bounds = registry.bound_at(relation, *zip(*at)) if rows else []
     with jax.enable_x64(True):
         slacks = np.asarray(registry.slack(bounds, np.array([r["conclusion"] for r in rows])))
     for row, bound, slack in zip(rows, bounds, slacks):
