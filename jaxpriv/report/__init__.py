@@ -5,7 +5,8 @@ gets its writers passed in (:data:`AUDIT_OUTPUTS`, :func:`run_audit`).
 
 The pieces: :mod:`jaxpriv.report.files` (a run directory's ``summary.json`` and
 ``envelope.csv``, with the output contract), :mod:`jaxpriv.report.figures` (what a relation's
-figures show and each run's ``envelope.png``; their building blocks in
+figures show and a run's ``envelope.png`` — an audit's runs skip it, their relation's figure
+shows both; the building blocks in
 :mod:`jaxpriv.report.axes`), :mod:`jaxpriv.report.grid` (the audit's figures) and
 :mod:`jaxpriv.report.audit_report` (``report.md``, ``report.html``, :func:`run_audit`).
 

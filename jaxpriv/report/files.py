@@ -1,6 +1,7 @@
 """The run-directory files of a finished sweep or search: ``summary.json`` and ``envelope.csv``
 written from an engine's result (with its ``envelope.png``, drawn by
-:mod:`jaxpriv.report.figures`), and the CSV/JSON writers they use. It reads what the engines
+:mod:`jaxpriv.report.figures`, except in an audit: :func:`audit_sweep`), and the CSV/JSON
+writers they use. It reads what the engines
 computed and verified (their witnesses are saved by the engines); engines never import it.
 
 Output contract (relied on by scripts and the audit):
