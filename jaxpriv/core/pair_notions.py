@@ -270,8 +270,7 @@ def eps_at_delta_pair(log_P, log_Q, delta):
                                               jnp.where(has_q, log_Q, _LOG_FLOOR),
                                               has_q.astype(log_P.dtype))
     A = jnp.cumsum(P, axis=-1)
-    log_B = jax.lax.cumlogsumexp(log_Q_sorted, axis=log_Q_sorted.ndim - 1)
-    has_B = jnp.cumsum(q_count, axis=-1) > 0
+    log_B, has_B = _log_prefix(log_Q_sorted, q_count)
     over = A > delta
     positive = over & has_B
     candidate = jnp.where(positive, jnp.log(jnp.where(positive, A - delta, 1.0)) -
@@ -328,15 +327,20 @@ def _log_probit(log_x, log_complement):
     return jnp.where(upper, -z, z)
 
 
-def _log_prefix_and_suffix(log_x, count):
-    """``log Σ_{j≤k} x_j`` and ``log Σ_{j>k} x_j`` for every ``k`` by cumulative log-sum-exps,
-    ``−∞`` where the sum holds no entry (``count`` marks the entries that are not zero; a zero
-    entry's log is the finite :data:`_LOG_FLOOR`)."""
+def _log_prefix(log_x, count, reverse: bool = False):
+    """``log Σ_{j≤k} x_j`` for every ``k`` (``reverse``: ``Σ_{j≥k}``) by a cumulative
+    log-sum-exp, and whether the sum holds an entry (``count`` marks the entries that are not
+    zero; a zero entry's log is the finite :data:`_LOG_FLOOR`, its sum's value then unused)."""
     axis = log_x.ndim - 1
-    log_in = jax.lax.cumlogsumexp(log_x, axis=axis)
-    log_from = jax.lax.cumlogsumexp(log_x, axis=axis, reverse=True)  # Σ_{j≥k}
-    has_in = jnp.cumsum(count, axis=-1) > 0
-    has_from = jnp.flip(jnp.cumsum(jnp.flip(count, -1), axis=-1), -1) > 0
+    has = jax.lax.cumsum(count, axis=axis, reverse=reverse) > 0
+    return jax.lax.cumlogsumexp(log_x, axis=axis, reverse=reverse), has
+
+
+def _log_prefix_and_suffix(log_x, count):
+    """``log Σ_{j≤k} x_j`` and ``log Σ_{j>k} x_j`` for every ``k`` (:func:`_log_prefix`), ``−∞``
+    where the sum holds no entry; and whether each does."""
+    log_in, has_in = _log_prefix(log_x, count)
+    log_from, has_from = _log_prefix(log_x, count, reverse=True)  # Σ_{j≥k}
     log_out = jnp.concatenate([log_from[..., 1:], jnp.full_like(log_from[..., :1], _LOG_FLOOR)],
                               axis=-1)
     has_out = jnp.concatenate([has_from[..., 1:], jnp.zeros_like(has_from[..., :1])], axis=-1)

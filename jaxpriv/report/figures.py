@@ -44,14 +44,7 @@ def _param_of(row: dict) -> float:
 def _claim(relation, x, param: float) -> np.ndarray:
     """The claimed bound at ``x`` in plotted units: ``bound(x, param)``, or ``bound(x, 1)``
     where the bound scales with the measured parameter."""
-    x = np.asarray(x, np.float64)
-    # padded to a power of two (≥ 64) with its last value: one compiled bound program per
-    # relation serves its figures (registry.bound_at), whatever their number of points
-    size = max(64, 1 << max(0, int(x.size - 1).bit_length()))
-    padded = np.concatenate([x.ravel(), np.full(size - x.size, x.ravel()[-1] if x.size else 0.0)])
-    p = 1.0 if relation.scales_with_parameter else param
-    value = registry.bound_at(relation, padded, p)
-    return value[:x.size].reshape(x.shape)
+    return registry.bound_at(relation, x, 1.0 if relation.scales_with_parameter else param)
 
 
 def _slack(bound: float, value: float) -> float:

@@ -100,6 +100,17 @@ float one_pair(const float* log_P, const float* log_Q, int m, double delta, Entr
   return static_cast<float>(best);
 }
 
+// Acklam's approximation of Phi^-1(p) in the lower tail (p < 0.02425), from q = sqrt(-2 log p).
+inline double acklam_tail(double q) {
+  static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01,
+                             -2.400758277161838e+00, -2.549732539343734e+00,
+                             4.374664141464968e+00,  2.938163982698783e+00};
+  static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01,
+                             2.445134137142996e+00, 3.754408661907416e+00};
+  return (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+         ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0);
+}
+
 // Phi^-1(p) for p in [0, 1] (-inf at 0, +inf at 1); `refine`: one Halley step on erfc after
 // Acklam's approximation (relative error 1.2e-9 -> ~1e-15).
 double ndtri(double p, bool refine) {
@@ -111,18 +122,11 @@ double ndtri(double p, bool refine) {
   static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02,
                              -1.556989798598866e+02, 6.680131188771972e+01,
                              -1.328068155288572e+01};
-  static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01,
-                             -2.400758277161838e+00, -2.549732539343734e+00,
-                             4.374664141464968e+00,  2.938163982698783e+00};
-  static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01,
-                             2.445134137142996e+00, 3.754408661907416e+00};
   const bool upper = p > 0.5;
   const double tail = upper ? 1.0 - p : p;  // the caller passes p <= 0.5 for accuracy
   double x;
   if (tail < 0.02425) {
-    const double q = std::sqrt(-2.0 * std::log(tail));
-    x = (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
-        ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0);
+    x = acklam_tail(std::sqrt(-2.0 * std::log(tail)));
   } else {
     const double q = tail - 0.5, r = q * q;
     x = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
@@ -148,12 +152,7 @@ inline double probit(double x, double complement, bool refine) {
 double ndtri_log(double l, bool refine) {
   if (l == -kInf) return -kInf;
   if (l > kTinyLog) return ndtri(std::exp(l), refine);
-  const double q = std::sqrt(-2.0 * l);
-  double x = (((((-7.784894002430293e-03 * q - 3.223964580411365e-01) * q -
-                 2.400758277161838e+00) * q - 2.549732539343734e+00) * q +
-               4.374664141464968e+00) * q + 2.938163982698783e+00) /
-             ((((7.784695709041462e-03 * q + 3.224671290700398e-01) * q +
-                2.445134137142996e+00) * q + 3.754408661907416e+00) * q + 1.0);
+  double x = acklam_tail(std::sqrt(-2.0 * l));
   for (int step = 0; step < (refine ? 3 : 0); ++step) {
     const double r = 1.0 / (x * x);
     const double series = 1.0 - r * (1.0 - 3.0 * r * (1.0 - 5.0 * r * (1.0 - 7.0 * r)));
