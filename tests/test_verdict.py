@@ -93,12 +93,17 @@ def _runs(tmp_path, rid, rows):
             "worst": {"premise": worst[0], "parameter": 0.0, "slack": worst[2] / worst[1]}}))
 
 
-def _config(rid):
+def _task(rid):
+    """``rid``'s search task at the quick budget (its grid with the probes, ``grid_top``)."""
     import dataclasses
 
     from jaxpriv import audit
     small = dataclasses.replace(audit.BUDGETS["quick"], name="small-test")
-    return next(t.config for t in audit.plan(small, [rid]) if t.kind == "search")
+    return next(t for t in audit.plan(small, [rid]) if t.kind == "search")
+
+
+def _config(rid):
+    return _task(rid).config
 
 
 def test_points_where_the_bound_is_at_the_ceiling_never_read_tight(tmp_path):
@@ -170,14 +175,16 @@ def test_a_bound_approached_only_at_an_extreme_says_so(tmp_path, rows, label):
                                conclusion="chi2", bound=lambda x, *p: 2.0 * x))
     try:
         _runs(tmp_path, "LIMIT1", rows)
-        config = _config("LIMIT1")
-        v = audit.assess("LIMIT1", tmp_path, config)
+        task = _task("LIMIT1")
+        v = audit.assess("LIMIT1", tmp_path, task.config, task.grid_top)
     finally:
         registry.unregister("LIMIT1")
     assert v.verdict == label
-    # beside it, the least slack over the premise grid (levels ≤ the search grid's largest):
-    # the row at 380.6 is outside, so the grid's least is the 2.0 or 0.5 row's
-    top = max(config.grid)
+    # beside it, the least slack over the premise grid (levels ≤ the grid's largest, below the
+    # probes the search also visits): the row at 380.6 is outside, so the grid's least is the
+    # 2.0 or 0.5 row's
+    assert max(task.config.grid) == 8 * task.grid_top  # KL grows without bound: probed
+    top = task.grid_top
     inside = [(x, b / y) for x, y, b in rows if x <= top]
     x_least, least = min(inside, key=lambda r: r[1])
     assert v.grid_top == top == 3.0

@@ -23,6 +23,16 @@ from jaxpriv.core.errors import InputError
 SUMMARY = "summary.json"
 PLAN = "audit.json"
 
+TIGHT_SLACK = 1.01
+"""A relation whose least slack found is at most this is reported tight."""
+
+PROBES = (2.0, 4.0, 8.0)
+"""Multiples of the grid's top level that the audit also searches where a claim has no
+certificate and its premise grows without bound (:func:`probes`)."""
+
+BOUNDARY_SCAN = 257
+"""Premise levels scanned for where a claim turns vacuous (:func:`probes`)."""
+
 
 @dataclasses.dataclass(frozen=True)
 class Budget:
@@ -85,11 +95,77 @@ BUDGETS: dict[str, Budget] = {
 
 
 class Task(NamedTuple):
-    """One run of the audit: ``kind`` is ``"sweep"`` or ``"search"``; ``config`` the engine's."""
+    """One run of the audit: ``kind`` is ``"sweep"`` or ``"search"``; ``config`` the engine's;
+    ``grid_top`` (a search of a mechanism) the premise grid's top, below the :func:`probes`."""
 
     relation: str
     kind: str
     config: Any
+    grid_top: float | None = None
+
+
+def ceiling(relation) -> float | None:
+    """The bound at or above which a point of ``relation`` says nothing: its conclusion's
+    largest value over :data:`TIGHT_SLACK` (a slack ≤ 1.01 there only says the conclusion is
+    near its ceiling), or ``None`` where the conclusion is unbounded."""
+    try:
+        largest = float(registry.notion(relation.conclusion).maximum)
+    except Exception:  # not a registered notion (a statistical claim)
+        return None
+    return largest / TIGHT_SLACK if np.isfinite(largest) else None
+
+
+def probes(relation, grid: tuple[float, ...], param: float = 0.0) -> tuple[float, ...]:
+    """Premise levels a search of ``relation`` visits besides its ``grid``, where the verdict
+    would otherwise rest on what the sweep's random stream happened to reach (issue 35: verdicts
+    that do not move with the seed):
+
+    * a claim with no certificate whose premise grows without bound
+      (:attr:`jaxpriv.registry.Notion.unbounded`) and no premise limit: the grid's top times
+      :data:`PROBES` — whether the claim is approached only as the premise grows is then decided
+      by a search, not by the sweep's extremes;
+    * a claim whose bound turns vacuous (reaches :func:`ceiling`) within ``(0, top × 8]``: the
+      last level before it does (to 1e-4 relative) — the least slack over the informative region
+      is often at its edge (D9: δ(ε) ≤ 1 at ρ ≈ 5.4).
+
+    Returns:
+      levels, sorted, none already in ``grid`` (an empty tuple for a certified claim).
+
+    Examples:
+      >>> from jaxpriv import registry
+      >>> probes(registry.get("D8.d1e-2"), (0.1, 3.0))
+      (6.0, 12.0, 24.0)
+    """
+    from jaxpriv.engines import search
+
+    if getattr(relation, "certificate", None) is not None or not grid:
+        return ()
+    top = float(max(grid))
+    levels = set()
+    try:
+        unbounded = bool(registry.notion(relation.premise).unbounded)
+    except Exception:  # a premise that is not a registered notion
+        unbounded = False
+    if unbounded and search.grid_limit(relation) is None:
+        levels.update(top * f for f in PROBES)
+    limit = search.grid_limit(relation)
+    reach = top * max(PROBES) if limit is None else min(limit, top * max(PROBES))
+    most = ceiling(relation)
+    if most is not None:
+        xs = np.geomspace(min(grid), reach, BOUNDARY_SCAN)
+        said = np.asarray(registry.bound_at(relation, xs, param)) < most
+        for i in np.flatnonzero(said[:-1] & ~said[1:])[:2]:  # informative → vacuous
+            lo, hi = float(xs[i]), float(xs[i + 1])
+            for _ in range(40):
+                if hi / lo - 1 < 1e-4:
+                    break
+                mid = float(np.sqrt(lo * hi))
+                if float(registry.bound_at(relation, mid, param)) < most:
+                    lo = mid
+                else:
+                    hi = mid
+            levels.add(lo)
+    return tuple(sorted(x for x in levels if x not in grid))
 
 
 def budget(name: str) -> Budget:
@@ -147,9 +223,10 @@ def plan(spend: Budget, ids: list[str], seed: int = 0, memory_mb: float = 1024.0
         param = spend.param if setup.gridded_parameter else 0.0
         m = spend.database_m if database else spend.search_m
         n, m = capped_shape(relation, spend.search_n, m)
+        levels = search.clip_grid(relation, grid)
         tasks.append(Task(rid, "search", search.make_config(
-            rid, n, m, search.clip_grid(relation, grid), param=param,
-            restarts=spend.restarts, steps=spend.steps, seed=seed, **layout)))
+            rid, n, m, levels + probes(relation, levels, param), param=param,
+            restarts=spend.restarts, steps=spend.steps, seed=seed, **layout), max(levels)))
     return tasks
 
 

@@ -232,8 +232,8 @@ def _run(spend: Budget, ids: list[str], out: Path, seed: int, progress: bool, me
             return
         for kind, state, seconds in done:
             log(f"{rid} {kind:<6} {state:<7} {seconds:6.1f} s  -> {out / rid / kind}")
-        search_config = next(t.config for t in tasks if t.relation == rid and t.kind == "search")
-        verdicts[rid] = assess(rid, out, search_config)._asdict()
+        search = next(t for t in tasks if t.relation == rid and t.kind == "search")
+        verdicts[rid] = assess(rid, out, search.config, search.grid_top)._asdict()
         summary = _summary(spend, seed, verdicts, time.perf_counter() - began)
         io.atomic_write(out / SUMMARY, lambda f: json.dump(summary, f, indent=1))
         log(f"{rid} verdict: {verdicts[rid]['verdict']} (worst slack "

@@ -16,7 +16,10 @@ Verdict rules (:func:`assess`; the label alone: :func:`verdict_label`):
 * a tight verdict whose least slack sits at the smallest (largest) premise found, with every
   point found at ≥ 10× (≤ ¼ of) that premise above 1.01, and the least slack above 1 + 1e-6
   (not met, only approached), reads **tight only as x → 0** (**tight only towards large x**):
-  the bound is approached only at an extreme the audit reached.
+  the bound is approached only at an extreme the audit reached. The searches also visit levels
+  beyond the grid and the edge of where a claim turns vacuous
+  (:func:`jaxpriv.audit.plans.probes`), so that a search, not the sweep's random extremes,
+  says whether the claim is within 1.01 away from the extreme.
 
 Examples:
   >>> from jaxpriv.audit.verdict import verdict_label
@@ -34,11 +37,9 @@ from typing import NamedTuple
 import numpy as np
 
 from jaxpriv import registry
-from jaxpriv.audit.plans import SUMMARY
+from jaxpriv.audit import plans
+from jaxpriv.audit.plans import SUMMARY, TIGHT_SLACK
 from jaxpriv.engines import certify, io
-
-TIGHT_SLACK = 1.01
-"""A relation whose least slack found is at most this is reported tight."""
 
 ATTAINED = 1e-6
 """A least slack within this of 1 is the bound met (to rounding), not only approached: such a
@@ -141,17 +142,6 @@ def _candidates(out: Path, rid: str, kind: str) -> tuple[dict, list[dict]]:
     return summary, points
 
 
-def _ceiling(relation) -> float | None:
-    """The bound at or above which a point of ``relation`` says nothing: its conclusion's
-    largest value over :data:`TIGHT_SLACK` (a slack ≤ 1.01 there only says the conclusion is
-    near its ceiling), or ``None`` where the conclusion is unbounded."""
-    try:
-        largest = float(registry.notion(relation.conclusion).maximum)
-    except Exception:  # not a registered notion (a statistical claim)
-        return None
-    return largest / TIGHT_SLACK if math.isfinite(largest) else None
-
-
 def _bounds_at(relation, points) -> np.ndarray:
     """The claimed bound at each point (its envelope row's, else the bound at its premise and
     parameter, all in one compiled call); NaN where it cannot be evaluated."""
@@ -219,14 +209,15 @@ def _only_in_the_limit(relation, worst, points) -> str | None:
     return None
 
 
-def _least_on_grid(relation, search_config, points) -> dict:
+def _least_on_grid(relation, search_config, points, grid_top=None) -> dict:
     """``{grid_slack, grid_premise, grid_top}`` of :class:`Verdict`: the least slack among
     ``points`` (found, violations included, and the certified curve's) whose premise lies in
-    ``[0, grid_top]``, the search grid's largest level."""
+    ``[0, grid_top]``, the premise grid's largest level (the search grid's where not given: the
+    audit's searches also visit :func:`jaxpriv.audit.plans.probes` above it)."""
     grid = getattr(search_config, "grid", None)
     if relation.kind != "mechanism" or grid is None or not len(grid):
         return {}
-    top = float(np.max(np.asarray(grid, np.float64)))
+    top = float(np.max(np.asarray(grid, np.float64)) if grid_top is None else grid_top)
     inside = [p for p in points if p.get("premise") is not None and np.isfinite(p["premise"])
               and 0.0 <= p["premise"] <= top * (1 + 1e-9) and p.get("slack") is not None
               and not np.isnan(p["slack"])]
@@ -237,15 +228,18 @@ def _least_on_grid(relation, search_config, points) -> dict:
             "grid_top": top}
 
 
-def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
+def assess(rid: str, out: str | os.PathLike, search_config, grid_top: float | None = None
+           ) -> Verdict:
     """Condense a relation's sweep and search run directories (and its certified envelope on
-    the search grid) into a :class:`Verdict`; see the module docstring for the rules."""
+    the search grid) into a :class:`Verdict`; see the module docstring for the rules.
+    ``grid_top``: the premise grid's top (:attr:`jaxpriv.audit.plans.Task.grid_top`; default the
+    search grid's)."""
     out = Path(out)
     relation = registry.get(rid)
     sweep_summary, points = _candidates(out, rid, "sweep")
     search_summary, more = _candidates(out, rid, "search")
     points += more
-    ceiling = _ceiling(relation)
+    ceiling = plans.ceiling(relation)
     vacuous = []
     if ceiling is not None:
         points, vacuous = _split_vacuous(relation, points, ceiling)
@@ -306,7 +300,7 @@ def assess(rid: str, out: str | os.PathLike, search_config) -> Verdict:
         limit = _only_in_the_limit(relation, worst, points + curve)
         if limit:
             verdict = f"tight only {limit}"
-    on_grid = _least_on_grid(relation, search_config, points + curve)
+    on_grid = _least_on_grid(relation, search_config, points + curve, grid_top)
     note = _vacuous_note(relation, vacuous, points, ceiling) if ceiling is not None else None
     if worst is None and vacuous and not violated:
         verdict = (f"vacuous: the bound is within {TIGHT_SLACK - 1:.0%} of the largest value "

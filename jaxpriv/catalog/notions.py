@@ -107,7 +107,7 @@ SEED = {key: Source("SPEC", section) for key, section in
 BUILTIN = (
     Notion("ldp", lambda mech: notions.ldp(mech), doc="LDP level ε_LDP (SPEC §2.1)",
            source=SEED["2.1"], post_processing=True, screen="ldp", surrogate=_ldp_surrogate,
-           retract=retractions.ldp_keep, label="LDP level ε_LDP"),
+           retract=retractions.ldp_keep, label="LDP level ε_LDP", unbounded=True),
     Notion("mbp", lambda mech: notions.mbp(mech), doc="MBP level ξ (SPEC §2.2)",
            source=SEED["2.2"], needs_prior=True, post_processing=True, screen="mbp",
            surrogate=_mbp_surrogate, retract=retractions.mbp_keep, label="MBP level ξ"),
@@ -187,17 +187,18 @@ LITERATURE = (
            "(= delta at ε = 0)", source=SPEC5, unit="probability", params=PAIRS,
            post_processing=True, label="total variation (max over pairs)", maximum=1.0),
     Notion("kl", pair_notions.kl, doc="KL divergence Σ P log(P/Q), max over ordered pairs",
-           source=SPEC5, params=PAIRS, post_processing=True, label="KL divergence (max over pairs)"),
+           source=SPEC5, params=PAIRS, post_processing=True, label="KL divergence (max over pairs)",
+           unbounded=True),
     Notion("chi2", pair_notions.chi2, doc="χ² divergence Σ (P−Q)²/Q, max over ordered pairs",
            source=SPEC5, unit="", params=PAIRS, post_processing=True,
-           label="χ² divergence (max over pairs)"),
+           label="χ² divergence (max over pairs)", unbounded=True),
     Notion("renyi", pair_notions.renyi, doc="Rényi divergence D_α of order α = 'order' > 1 "
            "(default 2; inf: the LDP level), max over ordered pairs (Mironov 2017, Def. 3)",
            source=SPEC5, params={"order": 2.0, **PAIRS}, post_processing=True,
-           label="Rényi divergence D_2 (max over pairs)"),
+           label="Rényi divergence D_2 (max over pairs)", unbounded=True),
     Notion("zcdp", kernel_levels.zcdp, doc="zCDP level ρ = sup_{α>1} D_α/α, max over ordered pairs "
            "(Bun, Steinke 2016, Def. 1.1)", source=SPEC5, params=PAIRS, post_processing=True,
-           label="zCDP level ρ"),
+           label="zCDP level ρ", unbounded=True),
     Notion("delta", pair_notions.delta, doc="privacy profile δ(ε) = Σ max(0, P − e^ε Q) at ε = "
            "'epsilon' (default 1), max over ordered pairs", source=SPEC5, unit="probability",
            params={"epsilon": 1.0, **PAIRS}, post_processing=True,
@@ -205,10 +206,11 @@ LITERATURE = (
     Notion("eps_at_delta", kernel_levels.eps_at_delta, doc="least ε ≥ 0 with δ(ε) ≤ 'delta' "
            "(default 1e-5), max over ordered pairs", source=SPEC5,
            params={"delta": 1e-5, **PAIRS}, post_processing=True, label="ε at δ = 1e-5",
-           rare_outputs=True),
+           rare_outputs=True, unbounded=True),
     Notion("gdp", kernel_levels.gdp, doc="Gaussian-DP level μ: least μ with T(P,Q) ≥ G_μ, max "
            "over ordered pairs (Dong, Roth, Su 2022, Def. 2.6)", source=SPEC5, unit="",
-           params=PAIRS, post_processing=True, label="Gaussian-DP level μ"),
+           params=PAIRS, post_processing=True, label="Gaussian-DP level μ",
+           unbounded=True),
     Notion("max_leakage", lambda mech: pair_notions.max_leakage(mech),
            doc="maximal leakage log Σ_w max_{d: π(d)>0} K[d,w] (Issa, Wagner, Kamath 2020, "
                "Thm 1)", source=SPEC5, needs_prior=True, post_processing=True,
@@ -237,7 +239,7 @@ COMPOSITION = (
            doc="least ε ≥ 0 with δ_k(ε) ≤ 'delta' (default 1e-5) for 'k' uses (default 10), "
                "exact, max over ordered pairs", source=SPEC6,
            params={"k": 10, "delta": 1e-5, **PAIRS}, post_processing=True, show=False,
-           label="ε of k uses at δ", rare_outputs=True),
+           label="ε of k uses at δ", rare_outputs=True, unbounded=True),
 )
 
 for _notion in COMPOSITION:

@@ -121,6 +121,10 @@ class Notion:
         of a small parameter such as δ under one secret, far less under another: ε(δ), δ(ε) and
         their composed forms); a search whose conclusion it is starts a quarter of its restarts
         there (:func:`jaxpriv.engines.search.initial_params`), where random logits never go.
+      unbounded: the level grows without bound on every shape (LDP, Rényi, zCDP, KL: a claim
+        about it can be approached only as it grows); the audit searches an uncertified claim
+        with such a premise beyond its grid as well (:func:`jaxpriv.audit.plans.probes`).
+        ``False`` where it is bounded, or bounded on each shape (maximal leakage ≤ log n).
     """
 
     key: str
@@ -142,6 +146,7 @@ class Notion:
     held_by: str | None = None
     maximum: float = math.inf
     rare_outputs: bool = False
+    unbounded: bool = False
 
     def __post_init__(self) -> None:
         what = f"notion {self.key!r}"
