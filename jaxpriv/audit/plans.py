@@ -132,9 +132,12 @@ def probes(relation, grid: tuple[float, ...], param: float = 0.0) -> tuple[float
       levels, sorted, none already in ``grid`` (an empty tuple for a certified claim).
 
     Examples:
-      >>> from jaxpriv import registry
-      >>> probes(registry.get("D8.d1e-2"), (0.1, 3.0))
+      >>> from jaxpriv import Relation, registry
+      >>> _ = registry.register(Relation(id="KL2", statement="KL ⇒ χ² ≤ 2x", premise="kl",
+      ...                                conclusion="chi2", bound=lambda x, *p: 2.0 * x))
+      >>> probes(registry.get("KL2"), (0.1, 3.0))
       (6.0, 12.0, 24.0)
+      >>> registry.unregister("KL2")
     """
     from jaxpriv.engines import search
 
