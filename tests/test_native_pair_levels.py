@@ -326,6 +326,33 @@ def test_eps_at_delta_where_q_is_subnormal():
     assert got == pytest.approx(want, rel=1e-6) and xla32 == pytest.approx(want, rel=1e-5)
 
 
+# a mechanism the quick audit's sweep drew at seed 1 (its logs as drawn, float32): row 1 puts
+# e^−735 (subnormal in float64) on output 2, where row 2 puts almost all its mass
+SUBNORMAL_ROWS = np.array([[-34.34284, -21.883728, -102.26891, 0.0],
+                           [-92.56314, -240.21979, -735.15045, 0.0],
+                           [-46.96886, -48.57128, 0.0, -176.44077],
+                           [-29.915852, 0.0, -16.141392, -239.47656]], np.float32)
+
+
+def test_zcdp_where_p_is_subnormal():
+    """The native zCDP level read NaN for the pairs (row 1, row 2) and (row 1, row 3): the KL
+    term ``P φ(−L)`` with ``φ(735) = ∞`` and ``P = e^−735`` flushed to 0 on XLA's threads
+    (``0·∞``); the sweeps of D8/D9 at seed 1 counted 2 NaN mechanisms. Now ``Q − P + P L``
+    there: the level is the float64 reference's, for every ordered pair and the mechanism."""
+    logs = SUBNORMAL_ROWS.astype(np.float64)
+    logs = (logs - np.log(np.exp(logs).sum(-1, keepdims=True))).astype(np.float32)
+    i, j = np.array([(a, b) for a in range(4) for b in range(4) if a != b]).T
+    got = np.asarray(native.zcdp_orders(_float32(logs[i]), _float32(logs[j]))[0])
+    want = _reference(logs[i], logs[j])
+    assert np.all(np.isfinite(got)) and np.all(np.isfinite(want))
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    n = 4
+    uniform = jnp.full((1, n), -np.log(n), jnp.float32)
+    mech = Mechanism(_float32(logs[None]), uniform, uniform, None, None)
+    level = float(kernel_levels.zcdp(mech)[0])
+    assert level == pytest.approx(float(np.max(want)), rel=1e-5)
+
+
 def _mp_pair(P, Q):
     """The pair normalized in 500-digit mpmath, and its logs as float64 (what jaxpriv gets)."""
     import mpmath as mp

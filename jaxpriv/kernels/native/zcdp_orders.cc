@@ -179,9 +179,15 @@ void one_pair(const float* log_P, const float* log_Q, int m, Pair& pair, double*
     L[pair.size] = l;
     P[pair.size] = p;
     ++pair.size;
-    double em1, f;
-    expm1_phi(-l, &em1, &f);
-    kl += p * f;
+    if (-l > kLargeExponent) {
+      // P phi(-L) = Q - P + P L: phi(-L) overflows, and P may be subnormal (flushed to 0 on
+      // XLA's threads: 0 * inf was a NaN level where an entry sat below e^-708)
+      kl += std::exp(lq) - p + p * l;
+    } else {
+      double em1, f;
+      expm1_phi(-l, &em1, &f);
+      kl += p * f;
+    }
     d_inf = std::max(d_inf, l);
   }
   if (nan) {
