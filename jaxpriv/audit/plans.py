@@ -12,6 +12,7 @@ Examples:
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -32,6 +33,11 @@ certificate and its premise grows without bound (:func:`probes`)."""
 
 BOUNDARY_SCAN = 257
 """Premise levels scanned for where a claim turns vacuous (:func:`probes`)."""
+
+PLAN_VERSION = 2
+"""What an audit directory's plan (``audit.json``) records of how its runs were planned: 2 since
+the searches visit :func:`probes` (a directory of an earlier plan is not resumed: its searches'
+levels differ)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,8 +131,11 @@ def probes(relation, grid: tuple[float, ...], param: float = 0.0) -> tuple[float
       :data:`PROBES` — whether the claim is approached only as the premise grows is then decided
       by a search, not by the sweep's extremes;
     * a claim whose bound turns vacuous (reaches :func:`ceiling`) within ``(0, top × 8]``: the
-      last level before it does (to 1e-4 relative) — the least slack over the informative region
-      is often at its edge (D9: δ(ε) ≤ 1 at ρ ≈ 5.4).
+      last level before it does (to 1e-4 relative, rounded down to 4 digits) — the least slack
+      over the informative region is often at its edge (D9: δ(ε) ≤ 1 at ρ ≈ 5.56).
+
+    A level where the bound is not finite, or already vacuous, is not searched. A claim's
+    instances whose edges differ (D9 at ε = 0.5, 1, 2) compile a search program each.
 
     Returns:
       levels, sorted, none already in ``grid`` (an empty tuple for a certified claim).
@@ -144,30 +153,39 @@ def probes(relation, grid: tuple[float, ...], param: float = 0.0) -> tuple[float
     if getattr(relation, "certificate", None) is not None or not grid:
         return ()
     top = float(max(grid))
+    most = ceiling(relation)
+
+    def informative(xs):  # a finite bound, below the conclusion's ceiling where it has one
+        bound = np.asarray(registry.bound_at(relation, np.asarray(xs, np.float64), param))
+        return np.isfinite(bound) & (bound < most if most is not None else True)
+
     levels = set()
     try:
         unbounded = bool(registry.notion(relation.premise).unbounded)
     except Exception:  # a premise that is not a registered notion
         unbounded = False
-    if unbounded and search.grid_limit(relation) is None:
-        levels.update(top * f for f in PROBES)
     limit = search.grid_limit(relation)
+    if unbounded and limit is None:
+        ladder = [top * f for f in PROBES]
+        levels.update(x for x, ok in zip(ladder, informative(ladder)) if ok)
     reach = top * max(PROBES) if limit is None else min(limit, top * max(PROBES))
-    most = ceiling(relation)
-    if most is not None:
+    if most is not None and reach > min(grid):
         xs = np.geomspace(min(grid), reach, BOUNDARY_SCAN)
-        said = np.asarray(registry.bound_at(relation, xs, param)) < most
+        said = informative(xs)
         for i in np.flatnonzero(said[:-1] & ~said[1:])[:2]:  # informative → vacuous
             lo, hi = float(xs[i]), float(xs[i + 1])
             for _ in range(40):
                 if hi / lo - 1 < 1e-4:
                     break
                 mid = float(np.sqrt(lo * hi))
-                if float(registry.bound_at(relation, mid, param)) < most:
+                if informative([mid])[0]:
                     lo = mid
                 else:
                     hi = mid
-            levels.add(lo)
+            # 4 significant digits, rounded down (the same level on every backend)
+            digits = math.floor(math.log10(lo)) - 3
+            rounded = float(f"{math.floor(lo / 10.0 ** digits)}e{digits}")
+            levels.add(rounded if rounded > 0 and informative([rounded])[0] else lo)
     return tuple(sorted(x for x in levels if x not in grid))
 
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 from jaxpriv import registry
-from jaxpriv.audit.plans import PLAN, SUMMARY, Budget, Task, checkpoint_file, plan, run_dir
+from jaxpriv.audit.plans import (PLAN, PLAN_VERSION, SUMMARY, Budget, Task, checkpoint_file, plan,
+                                  run_dir)
 from jaxpriv.audit.verdict import TIGHT_SLACK, assess, format_number
 from jaxpriv.engines import group, io, runstate
 from jaxpriv.core.errors import InputError
@@ -106,6 +107,10 @@ def _check_plan(out: Path, record: dict[str, Any]) -> None:
                                                              ("budget", "seed")}:
             raise InputError(f"{out} holds an audit with budget {saved.get('budget')!r}, seed "
                              f"{saved.get('seed')}; use a new --out or the same settings")
+        if saved.get("plan", 1) != record.get("plan", 1):
+            raise InputError(f"{out} holds an audit planned by another jaxpriv (plan "
+                             f"{saved.get('plan', 1)}, this one's {record.get('plan', 1)}: its "
+                             "searches' levels differ); use a new --out")
         record = {**record, "relations": list(dict.fromkeys(saved.get("relations", []) +
                                                             record["relations"]))}
     out.mkdir(parents=True, exist_ok=True)
@@ -210,7 +215,8 @@ def run(spend: Budget, ids: list[str], out: str | os.PathLike, seed: int = 0,
         directory = runstate.writable_directory(out)
         with runstate.lock(directory, f"audit ({spend.name} budget)"):
             _check_plan(directory, {"budget": spend.name, "seed": seed, "relations": ids,
-                                    "budget_settings": dataclasses.asdict(spend)})
+                                    "budget_settings": dataclasses.asdict(spend),
+                                    "plan": PLAN_VERSION})
             yield directory
 
     # in a process group the writer opens (and checks) its directory first; if it cannot, all

@@ -83,13 +83,14 @@ class Verdict(NamedTuple):
       nan_count: the sweep's mechanisms with a NaN level or bound (a notion's or a plugin's
         bug: counted and reported, never read as holding).
       grid_slack: the least slack over the audit's premise grid — the points found (and the
-        certified curve) whose premise is at most the search grid's largest level
-        ``grid_top``, the region a reader of the claim cares about — beside ``worst_slack``,
+        certified curve) whose premise is at most the budget's premise grid's largest level
+        ``grid_top`` (the searches also visit :func:`jaxpriv.audit.plans.probes` above it), the
+        region a reader of the claim cares about — beside ``worst_slack``,
         the least anywhere (a sweep draws far beyond the grid: D6 at α = 4, δ = 1e-5 has its least
         slack, 1.005, at Rényi level 139 and ×1.12 over levels ≤ 3). ``None`` where no point lies there or
         the relation has no premise grid (statistical claims).
       grid_premise: the premise of that point.
-      grid_top: the grid's largest premise level.
+      grid_top: the budget's premise grid's largest level.
     """
 
     relation: str

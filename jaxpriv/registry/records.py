@@ -121,10 +121,12 @@ class Notion:
         of a small parameter such as δ under one secret, far less under another: ε(δ), δ(ε) and
         their composed forms); a search whose conclusion it is starts a quarter of its restarts
         there (:func:`jaxpriv.engines.search.initial_params`), where random logits never go.
-      unbounded: the level grows without bound on every shape (LDP, Rényi, zCDP, KL: a claim
-        about it can be approached only as it grows); the audit searches an uncertified claim
-        with such a premise beyond its grid as well (:func:`jaxpriv.audit.plans.probes`).
-        ``False`` where it is bounded, or bounded on each shape (maximal leakage ≤ log n).
+      unbounded: the level grows without bound on every shape, whatever the prior (LDP, DP,
+        Rényi, zCDP, KL: a claim about it can be approached only as it grows); the audit
+        searches an uncertified claim with such a premise beyond its grid as well
+        (:func:`jaxpriv.audit.plans.probes`). ``False`` where it is bounded, bounded on each
+        shape (maximal leakage, mutual information ≤ log n) or only as the prior degenerates
+        (MBP, PML).
     """
 
     key: str
