@@ -146,3 +146,66 @@ def test_all_seeds_hold_each_specs_own_seed_words(spec):
             assert (a is None) == (b is None)
             if a is not None:
                 np.testing.assert_array_equal(a, b)
+
+
+def _rare_draws(count=4096, fraction=0.25, seed=3, kernel="xla"):
+    spec = samplers.SamplerSpec(4, 4, rare_fraction=fraction)
+    key = jax.random.key(seed)
+    made = np.asarray(samplers.sample(key, count, spec, kernel).log_K, np.float64)
+    drawn = np.asarray(samplers.sample(key, count, samplers.SamplerSpec(4, 4), kernel).log_K,
+                       np.float64)
+    return made, drawn
+
+
+def test_a_share_of_the_mechanisms_gets_a_rare_output():
+    """``with_rare_output``: about ``fraction`` of the mechanisms change, the others are exactly
+    as drawn; in a changed one every row is normalized, one output's log-mass is lowered in all
+    rows but one (by at most RARE_NATS, never below RARE_FLOOR unless drawn there) and the other
+    entries of a row move together (the renormalization only)."""
+    made, drawn = _rare_draws()
+    count = len(made)
+    same = np.all((made == drawn) | (np.isneginf(made) & np.isneginf(drawn)), axis=(1, 2))
+    share = 1.0 - same.mean()
+    sigma = math.sqrt(0.25 * 0.75 / count)
+    assert abs(share - 0.25) < 5 * sigma
+    with np.errstate(invalid="ignore"):
+        shift = np.where(np.isfinite(drawn), made - drawn, np.nan)
+    for i in np.flatnonzero(~same)[:300]:
+        np.testing.assert_allclose(np.exp(made[i]).sum(-1), 1.0, rtol=1e-5)
+        # per row: the renormalization's common shift (the largest: lowering only lowers), and
+        # the rare output's own drop
+        common = np.nanmax(shift[i], axis=-1, keepdims=True)
+        drop = np.nan_to_num(common - shift[i], nan=0.0)
+        lowered = drop > 1e-3
+        outputs = np.flatnonzero(lowered.any(axis=0))
+        assert len(outputs) <= 1
+        if len(outputs):
+            assert lowered[:, outputs[0]].sum() <= 3  # one row keeps its mass there
+            assert np.all(drop <= samplers.RARE_NATS + 1e-3)
+            rare = made[i][:, outputs[0]][lowered[:, outputs[0]]]
+            assert np.all(rare >= samplers.RARE_FLOOR - 1e-3)
+    deep = made[~same].min(axis=(1, 2))
+    assert np.sum(deep < -300) > 0.2 * np.sum(~same)  # the rare outputs do go deep
+
+
+def test_rare_outputs_are_the_same_for_the_native_and_the_xla_sampler():
+    from jaxpriv.kernels.samplers import native_sampler_applies
+    if not native_sampler_applies():
+        pytest.skip("no native sampler on this platform")
+    xla, _ = _rare_draws(kernel="xla")
+    native, _ = _rare_draws(kernel="native")
+    assert np.array_equal(np.isfinite(xla), np.isfinite(native))
+    finite = np.isfinite(xla)
+    np.testing.assert_allclose(native[finite], xla[finite], atol=1e-3)
+
+
+def test_a_sweep_draws_rare_outputs_where_its_conclusion_is_extreme_there():
+    """ε(δ)'s and δ(ε)'s extremes sit at rare outputs (``Notion.rare_outputs``): their claims'
+    sweeps draw a quarter of their mechanisms with one (D8: Bun–Steinke's zCDP → (ε, δ) is within
+    1% only at ρ ≳ 250, where random draws rarely go); other claims' sweeps draw as before."""
+    from jaxpriv import registry
+    from jaxpriv.engines import sweep, sweep_step
+    for rid, share in (("D8.d1e-2", samplers.RARE_SHARE), ("D9.e1", samplers.RARE_SHARE),
+                       ("R1", 0.0), ("D5.a2", 0.0)):
+        config = sweep.make_config(rid, 4, 4, 1000, 0)
+        assert sweep_step.sampler_spec(config, registry.get(rid)).rare_fraction == share

@@ -35,12 +35,16 @@ from jaxpriv.kernels import fused, native, samplers
 
 def sampler_spec(config, relation=None) -> samplers.SamplerSpec:
     """What the sweep draws: the relation's sampling hint, with the records layout where it has
-    one."""
-    hint = (relation or registry.get(config.relation)).sampling
+    one, and a quarter of the mechanisms with a rare output where its conclusion's extremes sit
+    there (:attr:`jaxpriv.registry.Notion.rare_outputs`, :func:`samplers.with_rare_output`)."""
+    relation = relation or registry.get(config.relation)
+    hint = relation.sampling
+    rare = registry.notion(relation.conclusion).rare_outputs
     return samplers.SamplerSpec(config.n, config.m, prior=hint.prior,
                                 belief_eps_max=hint.belief_eps_max, values=hint.values,
                                 prior_zero_fraction=hint.prior_zero_fraction,
-                                records=config.records)
+                                records=config.records,
+                                rare_fraction=samplers.RARE_SHARE if rare else 0.0)
 
 
 def uses_fused_kernel(relation, options: dict[str, Any] | None = None) -> bool:
