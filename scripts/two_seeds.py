@@ -12,7 +12,7 @@ A verdict's class is its label without the number ("loose", "tight", "tight only
 grid ("on grid", :attr:`jaxpriv.audit.Verdict.grid_slack`) and how far it moved. Exit status 0
 when every relation agrees (class, ×k within 2% for a loose verdict, and a certified relation's
 certified least slack within 1e-6: it is exact — a point found off the certified grid and below
-it is held to the 2% like any found one), 1 otherwise.
+it is held to the 2% like any found one) and neither run counted a NaN point, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -63,9 +63,11 @@ def compare(a: dict[str, dict], b: dict[str, dict]) -> list[dict]:
         gx, gy = x.get("grid_slack"), y.get("grid_slack")
         grid_moved = (abs(gy - gx) / abs(gx) if gx not in (None, 0.0, float("inf"))
                       and gy is not None else None)
+        nan = int(x.get("nan_count") or 0) + int(y.get("nan_count") or 0)
         rows.append({"relation": rid, "a": x["verdict"], "b": y["verdict"],
                      "kind": x.get("kind"), "slack_a": sx, "slack_b": sy, "moved": moved,
-                     "grid_a": gx, "grid_b": gy, "grid_moved": grid_moved, "agree": agree})
+                     "grid_a": gx, "grid_b": gy, "grid_moved": grid_moved, "agree": agree,
+                     "nan": nan})
     return rows
 
 
@@ -103,14 +105,19 @@ def main(argv=None) -> int:
     for r in rows:
         moved = "" if r["moved"] is None else f"{100 * r['moved']:.2f}%"
         grid = "" if r["grid_moved"] is None else f"{100 * r['grid_moved']:.2f}%"
-        flag = "" if r["agree"] else "  <-- differs"
+        flag = ("" if r["agree"] else "  <-- differs") + (
+            f"  <-- {r['nan']} NaN point(s)" if r["nan"] else "")
         print(f"{r['relation']:<{width}}  {r['a']:<42} {r['b']:<42} {moved:>7} {grid:>9}{flag}")
     differ = [r for r in rows if not r["agree"]]
     print(f"\n{len(rows) - len(differ)} of {len(rows)} relations agree (verdict class; "
           f"found ×k within {TOLERANCE:.0%}, certified least slack within 1e-6)")
+    nan = [r for r in rows if r["nan"]]
+    if nan:  # a NaN level is a bug, whatever the verdicts say
+        print(f"NaN points in {len(nan)} relation(s): "
+              + ", ".join(f"{r['relation']} ({r['nan']})" for r in nan))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
-    return 1 if differ else 0
+    return 1 if differ or nan else 0
 
 
 if __name__ == "__main__":
