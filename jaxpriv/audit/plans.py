@@ -131,7 +131,7 @@ def probes(relation, grid: tuple[float, ...], param: float = 0.0) -> tuple[float
       :data:`PROBES` — whether the claim is approached only as the premise grows is then decided
       by a search, not by the sweep's extremes;
     * a claim whose bound turns vacuous (reaches :func:`ceiling`) within ``(0, top × 8]``: the
-      last level before it does (to 1e-4 relative, rounded down to 4 digits) — the least slack
+      last level before it does (scans refined to 1e-4 relative, rounded down to 4 digits) — the least slack
       over the informative region is often at its edge (D9: δ(ε) ≤ 1 at ρ ≈ 5.56).
 
     A level where the bound is not finite, or already vacuous, is not searched. A claim's
@@ -174,14 +174,10 @@ def probes(relation, grid: tuple[float, ...], param: float = 0.0) -> tuple[float
         said = informative(xs)
         for i in np.flatnonzero(said[:-1] & ~said[1:])[:2]:  # informative → vacuous
             lo, hi = float(xs[i]), float(xs[i + 1])
-            for _ in range(40):
-                if hi / lo - 1 < 1e-4:
-                    break
-                mid = float(np.sqrt(lo * hi))
-                if informative([mid])[0]:
-                    lo = mid
-                else:
-                    hi = mid
+            while hi / lo - 1 >= 1e-4:  # rescan [lo, hi] (each scan: ratio^(1/256))
+                finer = np.geomspace(lo, hi, BOUNDARY_SCAN)
+                j = int(np.argmin(informative(finer)))  # the first vacuous level (finer[-1] is)
+                lo, hi = float(finer[j - 1]), float(finer[j])
             # 4 significant digits, rounded down (the same level on every backend)
             digits = math.floor(math.log10(lo)) - 3
             rounded = float(f"{math.floor(lo / 10.0 ** digits)}e{digits}")

@@ -366,8 +366,9 @@ def sample(key: PRNGKeyArray, count: int, spec: SamplerSpec, kernel: str = "xla"
     k_K, k_prior, k_belief, k_values = jax.random.split(key, 4)
     log_K = sample_log_K(k_K, count, spec.n, spec.m, spec.sparse_fraction, kernel)
     if spec.rare_fraction > 0:
-        log_K = with_rare_output(_seed_words(jax.random.split(k_K, 8))[-1], log_K,
-                                 spec.rare_fraction)
+        # the native path's seeds.log_K[-1]: the words of sample_log_K's last key
+        last = jax.random.bits(jax.random.split(k_K, 8)[-1], (2,), jnp.uint32)
+        log_K = with_rare_output(last, log_K, spec.rare_fraction)
     log_prior = sample_log_prior(k_prior, count, spec.n, spec.prior, spec.eps_max)
     if spec.prior_zero_fraction > 0:
         log_prior = _with_zeros(jax.random.fold_in(k_prior, 1), log_prior,
