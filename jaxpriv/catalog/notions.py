@@ -23,7 +23,7 @@ from jax.scipy.special import logsumexp
 
 from jaxpriv.core import composition, databases, notions, pair_notions, retractions
 from jaxpriv.core.divergences import safe_log
-from jaxpriv.kernels import pair_levels as kernel_levels
+from jaxpriv.kernels import composed, pair_levels as kernel_levels
 from jaxpriv.registry import REQUIRED, Notion, Source, register
 
 # -- surrogates (log of a smoothed level; one mechanism) --------------------------------------
@@ -235,7 +235,7 @@ COMPOSITION = (
                "max over ordered pairs", source=SPEC6, unit="probability",
            params={"k": 10, "epsilon": 1.0, **PAIRS}, post_processing=True, show=False,
            label="privacy profile δ_k(ε) of k uses", maximum=1.0, rare_outputs=True),
-    Notion("eps_composed", composition.eps_composed,
+    Notion("eps_composed", composed.eps_composed,
            doc="least ε ≥ 0 with δ_k(ε) ≤ 'delta' (default 1e-5) for 'k' uses (default 10), "
                "exact, max over ordered pairs", source=SPEC6,
            params={"k": 10, "delta": 1e-5, **PAIRS}, post_processing=True, show=False,

@@ -303,6 +303,31 @@ def renyi_bound(log_P, log_Q, k: int, delta) -> Float[Array, "..."]:
     return jnp.min(k * D + extra, axis=-1)
 
 
+def attained_jvp(log_K: Float[Array, "b n m"], d_log_K: Float[Array, "b n m"], pairs: np.ndarray,
+                 k: int, delta, counts: np.ndarray, log_multinomial: np.ndarray,
+                 best: Float[Array, " b"], which: Int[Array, " b"], lo: Float[Array, " b"],
+                 hi: Float[Array, " b"]):
+    """``(ε, dε)``: the JVP of the composed ε, max over ``pairs``, given where its search ended —
+    ``best`` (the value), ``which`` (the index into ``pairs`` attaining it), ``[lo, hi]`` (that
+    pair's final bracket): the segment formula of the attaining pair at that segment, on sums
+    recomputed there (``ε = 0``: none attains it, the derivative is 0). Shared by
+    :func:`eps_over_pairs` and the native kernel's path
+    (:func:`jaxpriv.kernels.composed.eps_composed`)."""
+    first, second = np.asarray(pairs[:, 0]), np.asarray(pairs[:, 1])
+
+    def rows(x, index):  # x[i, index[i]] for every mechanism i
+        return jnp.take_along_axis(x, index[:, None, None], axis=1)[:, 0]
+
+    def answer(log_K):
+        tails = jax.vmap(lambda p, q: tail_loss(p, q, counts, log_multinomial))(
+            rows(log_K[:, first], which), rows(log_K[:, second], which))
+        found = _Found(lo, hi, best, best == 0.0, jnp.isinf(best))
+        zero = jnp.zeros((), log_K.dtype)
+        return jax.vmap(lambda t, f: _answer(t, f, delta, zero))(tails, found)
+
+    return jax.jvp(answer, (log_K,), (d_log_K,))
+
+
 def eps_over_pairs(log_K: Float[Array, "b n m"], pairs: np.ndarray, k: int, delta,
                    counts: np.ndarray, log_multinomial: np.ndarray) -> Float[Array, " b"]:
     """The composed ε of ``k`` uses, max over the ordered ``pairs`` (``(P, 2)`` rows of
@@ -364,17 +389,11 @@ def eps_over_pairs(log_K: Float[Array, "b n m"], pairs: np.ndarray, k: int, delt
     def _(primals, tangents):
         (log_K,), (d_log_K,) = primals, tangents
         best, which, lo, hi = rounds(jax.lax.stop_gradient(log_K))
-
-        def answer(log_K):  # the segment formula of the attaining pair (ε = 0: none attains it)
-            tails = build(rows(log_K[:, first], which), rows(log_K[:, second], which))
-            found = _Found(lo, hi, best, best == 0.0, jnp.isinf(best))
-            zero = jnp.zeros((), log_K.dtype)
-            return jax.vmap(lambda t, f: _answer(t, f, delta, zero))(tails, found)
-
-        return jax.jvp(answer, (log_K,), (d_log_K,))
+        return attained_jvp(log_K, d_log_K, pairs, k, delta, counts, log_multinomial,
+                            best, which, lo, hi)
 
     return value(log_K)
 
 
-__all__ = ["TailLoss", "eps_of_tails", "eps_over_pairs", "pair_losses", "renyi_bound",
+__all__ = ["TailLoss", "attained_jvp", "eps_of_tails", "eps_over_pairs", "pair_losses", "renyi_bound",
            "tail_loss"]

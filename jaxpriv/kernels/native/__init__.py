@@ -74,7 +74,7 @@ __all__ = [
     "AVX2_ENVIRONMENT", "DATABASE_FIELDS", "MARCH_NEEDS", "PRIOR_KINDS", "NativeKernelWarning",
     "available", "build", "cache_root", "cpu_flags", "database_levels", "group_winners",
     "library_path", "march", "record_levels", "register", "sample_log_K", "sample_prior",
-    "eps_at_delta", "gdp", "state", "unavailable_reason", "zcdp_orders",
+    "composed_eps", "eps_at_delta", "gdp", "state", "unavailable_reason", "zcdp_orders",
 ]
 
 TARGET = "jaxpriv_record_levels"
@@ -87,6 +87,7 @@ WINNERS_SYMBOL = "JaxprivGroupWinners"
 ZCDP_SYMBOL = "JaxprivZcdpOrders"
 EPS_AT_DELTA_SYMBOL = "JaxprivEpsAtDelta"
 GDP_SYMBOL = "JaxprivGdp"
+COMPOSED_SYMBOLS = {"f32": "JaxprivComposedEpsF32", "f64": "JaxprivComposedEpsF64"}
 DATABASE_FIELDS = ("dp", "bdp", "sp", "bsp", "mp", "bsp_games")
 _DATABASE_WANTS = {"dp": 1, "bdp": 2, "mp": 2 | 1, "sp": 4, "bsp": 8, "bsp_games": 16}
 PRIOR_KINDS = ("uniform", "close", "dirichlet")
@@ -284,6 +285,50 @@ def gdp(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"]) -> Float[Array
     return _pair_call("_gdp", 1, log_P, log_Q)[0]
 
 
+def composed_eps(log_K: Float[Array, "*b n m"], delta: Float[Array, "*b"], k: int,
+                 pairs: np.ndarray) -> tuple[Array, Array, Array, Array]:
+    """The composed ``ε(δ)`` of ``k`` uses, max over the ordered ``pairs`` of secrets, by
+    ``composed_eps.cc``: :func:`jaxpriv.core.composition_tails.eps_over_pairs`'s algorithm
+    (binomial-tail sums over the outer count vectors, the exact segment search, pairs pruned
+    by their Rényi bound), each mechanism on its own in double precision. Pure; vmap and
+    shard_map it like any JAX operation; not differentiable
+    (:func:`jaxpriv.kernels.composed.eps_composed` differentiates the attaining pair's segment).
+
+    Args:
+      log_K: float32 or float64 ``(*b, n, m)``, ``m ≥ 2`` (``−∞`` for a zero).
+      delta: the same dtype, shape ``(*b)`` (each mechanism's δ, in (0, 1)).
+      k: uses, ``1 ≤ k ≤ 100000`` (static).
+      pairs: ``(P, 2)`` ordered pairs of rows (static).
+
+    Returns:
+      ``(eps, which, lo, hi)``, each ``(*b)``: ``ε`` (``+∞`` where the ``+∞`` atom's mass
+      exceeds δ; NaN where an input is), the index into ``pairs`` of the pair attaining it
+      (int32), and that pair's final search bracket ``[lo, hi]``.
+
+    Raises:
+      TypeError: for input that is not float32/float64 or not of matching shapes.
+      RuntimeError: if the kernel is not available (see :func:`unavailable_reason`).
+    """
+    dtype = jnp.result_type(log_K)
+    if dtype not in (jnp.float32, jnp.float64) or jnp.result_type(delta) != dtype:
+        raise TypeError("the composed kernel takes float32 or float64 log_K and delta of its "
+                        "dtype")
+    batch = jnp.shape(log_K)[:-2]
+    if (jnp.ndim(log_K) < 2 or jnp.shape(delta) != batch or log_K.shape[-1] < 2
+            ):
+        raise TypeError(f"log_K must have shape (*b, n, m ≥ 2) and delta (*b), got "
+                        f"{jnp.shape(log_K)} and {jnp.shape(delta)}")
+    reason = _registered()
+    if reason is not None:
+        raise RuntimeError(f"the native kernel is not available: {reason}")
+    suffix = "f32" if dtype == jnp.float32 else "f64"
+    value = jax.ShapeDtypeStruct(jnp.shape(delta), dtype)
+    which = jax.ShapeDtypeStruct(jnp.shape(delta), jnp.int32)
+    return tuple(jax.ffi.ffi_call(f"{TARGET}_composed_eps_{suffix}", (value, which, value, value),
+                                  vmap_method="broadcast_all")(
+        log_K, delta, k=np.int64(k), pairs=np.asarray(pairs, np.int32).reshape(-1)))
+
+
 def _pair_call(suffix: str, results: int, log_P, log_Q, *per_pair) -> tuple[Array, ...]:
     """A pair kernel's call: float32 ``(*p, m)`` pairs (and float32 ``(*p)`` arguments) in,
     ``results`` float32 ``(*p)`` arrays out; the checks every pair kernel makes."""
@@ -406,7 +451,8 @@ def register(library_file: Path, target: str, sampler_target: str | None = None)
     """Loads a built library and registers its kernel as the CPU FFI target ``target``, its
     database kernel as ``target + "_databases"``, the sweep's reduction as
     ``target + "_winners"``, the pair levels' as ``target + "_zcdp"``,
-    ``target + "_eps_at_delta"`` and ``target + "_gdp"`` (and its
+    ``target + "_eps_at_delta"`` and ``target + "_gdp"``, the composed ε(δ)'s as
+    ``target + "_composed_eps_f32"`` and ``"_f64"`` (and its
     samplers as ``sampler_target`` and ``sampler_target + "_prior"``, if given).
 
     Returns:
@@ -425,6 +471,9 @@ def register(library_file: Path, target: str, sampler_target: str | None = None)
                            ("_gdp", GDP_SYMBOL)):
         jax.ffi.register_ffi_target(target + suffix, jax.ffi.pycapsule(getattr(library, symbol)),
                                     platform="cpu")
+    for suffix, symbol in COMPOSED_SYMBOLS.items():
+        jax.ffi.register_ffi_target(f"{target}_composed_eps_{suffix}",
+                                    jax.ffi.pycapsule(getattr(library, symbol)), platform="cpu")
     if sampler_target is not None:
         jax.ffi.register_ffi_target(sampler_target,
                                     jax.ffi.pycapsule(getattr(library, SAMPLER_SYMBOL)),

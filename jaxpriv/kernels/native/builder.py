@@ -35,9 +35,10 @@ __all__ = [
 ]
 
 SOURCES = tuple(Path(__file__).with_name(name)
-                for name in ("record_levels.cc", "zcdp_orders.cc", "sorted_pairs.cc"))
+                for name in ("record_levels.cc", "zcdp_orders.cc", "sorted_pairs.cc",
+                             "composed_eps.cc"))
 """The library's translation units: the record notions' kernel, the samplers and the sweep's
-reduction; the zCDP level, ε(δ) and the GDP level of float32 pairs."""
+reduction; the zCDP level, ε(δ) and the GDP level of float32 pairs; the composed ε(δ)."""
 FLAGS = ("-std=c++17", "-O3", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared")
 """Plus ``-march=native`` by default: the library is built for the machine that runs it (the
 cache key holds the CPU's feature flags). No ``-ffast-math``: infinities are values here

@@ -1,0 +1,125 @@
+"""The composed ε(δ) as the catalog registers it, with its CPU path in the native kernel
+(SPEC §6): the least ``ε ≥ 0`` with ``δ_k(ε) ≤ δ`` for ``k`` uses, max over ordered pairs.
+
+:func:`jaxpriv.core.composition.eps_composed` is the reference: for ``m ≥ 3`` outputs the
+binomial-tail sums of :mod:`jaxpriv.core.composition_tails`, whose searches and rounds over the
+pairs run *in step* across a batch (a ``while_loop`` waits for its slowest mechanism; a gather
+per table lookup). Here, on a CPU where :func:`jaxpriv.kernels.native.available`, in float32
+**and float64** (the value is exact in double precision either way), for ``2 ≤ m`` outputs and
+``k ≤`` :data:`jaxpriv.core.composition.MAX_TAIL_USES`:
+
+* the value comes from :func:`jaxpriv.kernels.native.composed_eps` (``composed_eps.cc``): the
+  same algorithm step for step, each mechanism on its own, the lookups multiplying linear
+  masses where every atom's mass is well inside double's range (no exponential in the search's
+  inner loop), the Rényi bound's minimum over the reference's 48 orders by a ternary search;
+* its derivative is the reference's: in float64 the segment formula of the attaining pair at
+  the segment the kernel's search ended on
+  (:func:`jaxpriv.core.composition_tails.attained_jvp`); in float32 (a search's objective) the
+  reference's own value and derivative (:func:`~jaxpriv.core.composition_tails.eps_over_pairs`:
+  its float32 search ends on a segment its float32 sums agree with, where the kernel's double
+  bracket rounded to float32 may not — a derivative off by ~k was seen so).
+
+It agrees with the reference to ~1e-15 relative (tests/test_composed_native.py, with 50-digit
+mpmath on randomized response and on mechanisms with zeros). ``JAXPRIV_NATIVE=0`` gives the
+reference everywhere. Float64 violation checks use this path too: both are exact in double, and
+the tests hold them to each other and to mpmath.
+
+Examples:
+  >>> import jax
+  >>> jax.config.update("jax_enable_x64", True)
+  >>> from jaxpriv import families
+  >>> from jaxpriv.kernels import composed
+  >>> round(float(composed.eps_composed(families.randomized_response(1.0, m=3), k=10,
+  ...                                   delta=1e-5)), 6)
+  6.0
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from jaxpriv.core import composition
+from jaxpriv.core.composition_tails import attained_jvp, eps_over_pairs
+from jaxpriv.core.mechanisms import Mechanism
+from jaxpriv.kernels import native
+
+__all__ = ["eps_composed", "uses_native_kernel"]
+
+
+def uses_native_kernel(log_K: Array, k: int) -> bool:
+    """Whether :func:`eps_composed` takes the native kernel for this ``log_K`` (float32 or
+    float64 ``(*b, n, m)``) and ``k``: on a CPU where the kernel is available, ``m ≥ 2``,
+    ``k ≤`` :data:`~jaxpriv.core.composition.MAX_TAIL_USES` and the outer count vectors
+    (``C(k + m − 2, m − 2)``) within :data:`~jaxpriv.core.composition.MAX_COUNT_VECTORS`."""
+    m = jnp.shape(log_K)[-1]
+    return (jax.default_backend() == "cpu"
+            and jnp.result_type(log_K) in (jnp.float32, jnp.float64)
+            and m >= 2 and k <= composition.MAX_TAIL_USES
+            and composition.number_of_count_vectors(k, m - 1) <= composition.MAX_COUNT_VECTORS
+            and native.available())
+
+
+def eps_composed(mech: Mechanism, k=10, delta=1e-5, neighbours=None) -> Float[Array, "*b"]:
+    """The least ``ε ≥ 0`` with ``δ_k(ε) ≤ δ`` for ``k`` uses, max over ordered pairs (SPEC §6):
+    the native kernel's on a CPU (:func:`uses_native_kernel`), else
+    :func:`jaxpriv.core.composition.eps_composed`."""
+    k = composition.checked_uses(k)
+    d = composition.checked_number("eps_composed", "delta", delta, lambda v: 0.0 < v < 1.0,
+                                   "in (0, 1)")
+    log_K = mech.log_K
+    if not uses_native_kernel(log_K, k):
+        return composition.eps_composed(mech, k, d, neighbours)
+    n, m = log_K.shape[-2:]
+    pairs = composition._pair_indices(n, neighbours)
+    batch = log_K.shape[:-2]
+    flat = log_K.reshape((-1, n, m))
+    if len(pairs) == 0 or flat.shape[0] == 0:
+        return jnp.zeros(batch, log_K.dtype)
+    return _native(k, _Pairs(pairs), flat, jnp.asarray(d, log_K.dtype)).reshape(batch)
+
+
+class _Pairs:
+    """The ordered pairs as a hashable static argument."""
+
+    def __init__(self, pairs: np.ndarray):
+        self.pairs = np.asarray(pairs, np.int32).reshape(-1, 2)
+        self._key = self.pairs.tobytes()
+
+    def __hash__(self):
+        return hash(self._key)
+
+    def __eq__(self, other):
+        return isinstance(other, _Pairs) and self._key == other._key
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
+def _native(k: int, pairs: _Pairs, log_K, delta):
+    """``ε`` of the ``(b, n, m)`` batch at the scalar ``delta``."""
+    return native.composed_eps(log_K, jnp.broadcast_to(delta, log_K.shape[:1]), k,
+                               pairs.pairs)[0]
+
+
+@_native.defjvp
+def _native_jvp(k, pairs, primals, tangents):
+    log_K, delta = primals
+    d_log_K, _ = tangents  # δ is a parameter: its tangent is not asked for
+    m = log_K.shape[-1]
+    delta = jax.lax.stop_gradient(delta)
+    counts = composition.count_vectors(k, m - 1)
+    log_mult = composition.log_multinomials(k, m - 1)
+    if log_K.dtype != jnp.float64:
+        # float32: the reference's value and derivative (its float32 search ends on a segment
+        # its float32 sums agree with; the kernel's double bracket, rounded to float32, may not)
+        return jax.jvp(lambda x: eps_over_pairs(x, pairs.pairs, k, delta, counts, log_mult),
+                       (log_K,), (d_log_K,))
+    best, which, lo, hi = native.composed_eps(jax.lax.stop_gradient(log_K),
+                                              jnp.broadcast_to(delta, log_K.shape[:1]), k,
+                                              pairs.pairs)
+    _, tangent = attained_jvp(log_K, d_log_K, pairs.pairs, k, delta, counts, log_mult,
+                              best, which, lo, hi)
+    return best, jnp.where(jnp.isfinite(best), tangent, 0.0)
