@@ -288,11 +288,9 @@ def gdp(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"]) -> Float[Array
 def composed_eps(log_K: Float[Array, "*b n m"], delta: Float[Array, "*b"], k: int,
                  pairs: np.ndarray) -> tuple[Array, Array, Array, Array]:
     """The composed ``ε(δ)`` of ``k`` uses, max over the ordered ``pairs`` of secrets, by
-    ``composed_eps.cc``: :func:`jaxpriv.core.composition_tails.eps_over_pairs`'s algorithm
-    (binomial-tail sums over the outer count vectors, the exact segment search, pairs pruned
-    by their Rényi bound), each mechanism on its own in double precision. Pure; vmap and
-    shard_map it like any JAX operation; not differentiable
-    (:func:`jaxpriv.kernels.composed.eps_composed` differentiates the attaining pair's segment).
+    ``composed_eps.cc``: :func:`jaxpriv.core.composition_tails.eps_over_pairs`'s algorithm,
+    each mechanism on its own in double precision. Pure; not differentiable
+    (:func:`jaxpriv.kernels.composed.eps_composed` differentiates it).
 
     Args:
       log_K: float32 or float64 ``(*b, n, m)``, ``m ≥ 2`` (``−∞`` for a zero).
