@@ -130,24 +130,35 @@ def test_float32_is_the_float64_kernel_on_the_rounded_input():
     _agree(got.astype(np.float64), want.astype(np.float32).astype(np.float64), rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_the_gradient_is_the_references(dtype):
-    """``d ε / d log K``: in float64 the attaining pair's segment formula at the kernel's
-    segment, in float32 the reference's own; both equal the reference's derivative."""
-    rng = np.random.default_rng(6)
-    u = rng.normal(size=(5, 3, 4)) * 0.8
-    log_K = jnp.asarray(u - np.log(np.exp(u).sum(-1, keepdims=True)), dtype)
+@pytest.mark.parametrize("k,m", [(20, 4), (100, 3), (100, 4)])
+def test_the_gradient_is_the_segment_formulas(k, m):
+    """``d ε / d log K`` (through a row normalization): the attaining pair's segment formula at
+    the kernel's segment; in float64 the reference's and central differences', in float32 within
+    1e-4 of the float64 one on every mechanism (the reference's own float32 search, clipping to
+    its bracket, reads 0 on some at k = 100; the seed here has such mechanisms)."""
+    rng = np.random.default_rng(7 + k + m)
+    u = rng.normal(size=(24, 3, m)) * rng.uniform(0.1, 2.0, size=(24, 1, 1))
 
-    def total(fn):
-        return jax.jit(jax.grad(lambda x: fn(Mechanism.from_log_K(x, dtype=dtype), k=20,
-                                              delta=1e-5).sum()))
+    def grad(fn, dtype):
+        def total(u):
+            log_K = u - jax.nn.logsumexp(u, axis=-1, keepdims=True)
+            return fn(Mechanism.from_log_K(log_K, dtype=dtype), k=k, delta=1e-5).sum()
+        return jax.jit(jax.grad(total)), jax.jit(total)
 
-    with jax.enable_x64(dtype == np.float64):
-        got = np.asarray(total(composed.eps_composed)(log_K))
-        want = np.asarray(total(composition.eps_composed)(log_K))
-    tol = 1e-9 if dtype == np.float64 else 1e-3
-    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
-    assert np.abs(got).max() > 1.0
+    native64, value = grad(composed.eps_composed, np.float64)
+    got = np.asarray(native64(jnp.asarray(u)))
+    want = np.asarray(grad(composition.eps_composed, np.float64)[0](jnp.asarray(u)))
+    scale = np.abs(want).max(axis=(1, 2), keepdims=True)
+    np.testing.assert_allclose(got / scale, want / scale, atol=1e-10)
+    x, h = jnp.asarray(u[:2]), 1e-5
+    for idx in list(np.ndindex(x.shape))[::3]:
+        e = np.zeros(x.shape)
+        e[idx] = h
+        central = (float(value(x + e)) - float(value(x - e))) / (2 * h)
+        assert central == pytest.approx(float(got[:2][idx]), rel=1e-4, abs=1e-4)
+    with jax.enable_x64(False):
+        g32 = np.asarray(grad(composed.eps_composed, np.float32)[0](jnp.asarray(u, np.float32)))
+    np.testing.assert_allclose(g32 / scale, want / scale, atol=1e-4)
 
 
 def test_nan_vmap_and_traced_delta():

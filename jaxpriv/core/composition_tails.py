@@ -246,13 +246,15 @@ def _search(t: TailLoss, delta, floor, active, bound=jnp.inf, steps: int = 64) -
     return _Found(lo, hi, eps, below, infinite)
 
 
-def _answer(t: TailLoss, found: _Found, delta, floor) -> Float[Array, ""]:
+def _answer(t: TailLoss, found: _Found, delta, floor, low=None) -> Float[Array, ""]:
     """The answer, differentiable: the segment step from ``found.lo`` on sums recomputed there
-    (``where``, not ``clip``, keeps the bracket: no ½ gradient at a tie)."""
+    (``where``, not ``clip``, keeps the bracket ``[low, found.hi]``, ``low`` default
+    ``found.lo``: no ½ gradient at a tie)."""
     live = t.log_p > NEG_INF
     A, eB, _ = _sums(t, found.lo, live, t.rest * t.log_tail_p.shape[1])
     eps = _newton(found.lo, A, eB, delta)
-    eps = jnp.where(eps < found.lo, found.lo, jnp.where(eps > found.hi, found.hi, eps))
+    low = found.lo if low is None else low
+    eps = jnp.where(eps < low, low, jnp.where(eps > found.hi, found.hi, eps))
     return jnp.where(found.infinite, jnp.inf, jnp.where(found.below, floor, eps))
 
 
@@ -306,13 +308,16 @@ def renyi_bound(log_P, log_Q, k: int, delta) -> Float[Array, "..."]:
 def attained_jvp(log_K: Float[Array, "b n m"], d_log_K: Float[Array, "b n m"], pairs: np.ndarray,
                  k: int, delta, counts: np.ndarray, log_multinomial: np.ndarray,
                  best: Float[Array, " b"], which: Int[Array, " b"], lo: Float[Array, " b"],
-                 hi: Float[Array, " b"]):
+                 hi: Float[Array, " b"], bracket: bool = True):
     """``(ε, dε)``: the JVP of the composed ε, max over ``pairs``, given where its search ended —
     ``best`` (the value), ``which`` (the index into ``pairs`` attaining it), ``[lo, hi]`` (that
     pair's final bracket): the segment formula of the attaining pair at that segment, on sums
     recomputed there (``ε = 0``: none attains it, the derivative is 0). Shared by
     :func:`eps_over_pairs` and the native kernel's path
-    (:func:`jaxpriv.kernels.composed.eps_composed`)."""
+    (:func:`jaxpriv.kernels.composed.eps_composed`). ``bracket=False``: the segment step from
+    ``lo`` unclipped — for a bracket found in higher precision than ``log_K``'s (the kernel's
+    double ``[lo, hi]`` rounded to float32 can be one point, where the clip would make the
+    derivative 0)."""
     first, second = np.asarray(pairs[:, 0]), np.asarray(pairs[:, 1])
 
     def rows(x, index):  # x[i, index[i]] for every mechanism i
@@ -321,9 +326,11 @@ def attained_jvp(log_K: Float[Array, "b n m"], d_log_K: Float[Array, "b n m"], p
     def answer(log_K):
         tails = jax.vmap(lambda p, q: tail_loss(p, q, counts, log_multinomial))(
             rows(log_K[:, first], which), rows(log_K[:, second], which))
-        found = _Found(lo, hi, best, best == 0.0, jnp.isinf(best))
+        found = _Found(lo, hi if bracket else jnp.full_like(hi, jnp.inf), best, best == 0.0,
+                       jnp.isinf(best))
         zero = jnp.zeros((), log_K.dtype)
-        return jax.vmap(lambda t, f: _answer(t, f, delta, zero))(tails, found)
+        low = found.lo if bracket else jnp.full_like(lo, -jnp.inf)
+        return jax.vmap(lambda t, f, low: _answer(t, f, delta, zero, low))(tails, found, low)
 
     return jax.jvp(answer, (log_K,), (d_log_K,))
 

@@ -12,12 +12,12 @@ per table lookup). Here, on a CPU where :func:`jaxpriv.kernels.native.available`
   same algorithm step for step, each mechanism on its own, the lookups multiplying linear
   masses where every atom's mass is well inside double's range (no exponential in the search's
   inner loop), the Rényi bound's minimum over the reference's 48 orders by a ternary search;
-* its derivative is the reference's: in float64 the segment formula of the attaining pair at
-  the segment the kernel's search ended on
-  (:func:`jaxpriv.core.composition_tails.attained_jvp`); in float32 (a search's objective) the
-  reference's own value and derivative (:func:`~jaxpriv.core.composition_tails.eps_over_pairs`:
-  its float32 search ends on a segment its float32 sums agree with, where the kernel's double
-  bracket rounded to float32 may not — a derivative off by ~k was seen so).
+* its derivative is the segment formula of the attaining pair on the segment the kernel's
+  search ended on (:func:`jaxpriv.core.composition_tails.attained_jvp`), not clipped to the
+  kernel's bracket: the bracket is found in double, and recomputed sums at its ends can put
+  the segment step a rounding below ``lo`` (in float32 the bracket may even round to one
+  point), where a clip would make the derivative 0 — as the reference's own float32 search
+  does on some mechanisms (tests/test_composed_native.py).
 
 It agrees with the reference to ~1e-15 relative (tests/test_composed_native.py, with 50-digit
 mpmath on randomized response and on mechanisms with zeros). ``JAXPRIV_NATIVE=0`` gives the
@@ -112,14 +112,9 @@ def _native_jvp(k, pairs, primals, tangents):
     delta = jax.lax.stop_gradient(delta)
     counts = composition.count_vectors(k, m - 1)
     log_mult = composition.log_multinomials(k, m - 1)
-    if log_K.dtype != jnp.float64:
-        # float32: the reference's value and derivative (its float32 search ends on a segment
-        # its float32 sums agree with; the kernel's double bracket, rounded to float32, may not)
-        return jax.jvp(lambda x: eps_over_pairs(x, pairs.pairs, k, delta, counts, log_mult),
-                       (log_K,), (d_log_K,))
     best, which, lo, hi = native.composed_eps(jax.lax.stop_gradient(log_K),
                                               jnp.broadcast_to(delta, log_K.shape[:1]), k,
                                               pairs.pairs)
     _, tangent = attained_jvp(log_K, d_log_K, pairs.pairs, k, delta, counts, log_mult,
-                              best, which, lo, hi)
+                              best, which, lo, hi, bracket=False)
     return best, jnp.where(jnp.isfinite(best), tangent, 0.0)
