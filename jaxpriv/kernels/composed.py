@@ -97,11 +97,21 @@ class _Pairs:
         return isinstance(other, _Pairs) and self._key == other._key
 
 
+def _kernel(k: int, pairs: _Pairs, log_K, delta):
+    """The kernel's ``(ε, which, lo, hi)`` for the ``(b, n, m)`` batch at the scalar ``delta``,
+    NaN where a mechanism has NaN (as the kernel gives): that also makes them vary over a
+    ``shard_map``'s axes as the input does (a custom JVP's primal and tangent must agree)."""
+    out = native.composed_eps(log_K, jnp.broadcast_to(delta, log_K.shape[:1]), k, pairs.pairs)
+    nan = jnp.isnan(log_K).any(axis=(-2, -1)) | jnp.isnan(delta)
+    best, which, lo, hi = (jnp.where(nan, jnp.nan, a) if a.dtype != jnp.int32
+                           else jnp.where(nan, 0, a) for a in out)
+    return best, which, lo, hi
+
+
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
 def _native(k: int, pairs: _Pairs, log_K, delta):
     """``ε`` of the ``(b, n, m)`` batch at the scalar ``delta``."""
-    return native.composed_eps(log_K, jnp.broadcast_to(delta, log_K.shape[:1]), k,
-                               pairs.pairs)[0]
+    return _kernel(k, pairs, log_K, delta)[0]
 
 
 @_native.defjvp
@@ -112,9 +122,7 @@ def _native_jvp(k, pairs, primals, tangents):
     delta = jax.lax.stop_gradient(delta)
     counts = composition.count_vectors(k, m - 1)
     log_mult = composition.log_multinomials(k, m - 1)
-    best, which, lo, hi = native.composed_eps(jax.lax.stop_gradient(log_K),
-                                              jnp.broadcast_to(delta, log_K.shape[:1]), k,
-                                              pairs.pairs)
+    best, which, lo, hi = _kernel(k, pairs, jax.lax.stop_gradient(log_K), delta)
     _, tangent = attained_jvp(log_K, d_log_K, pairs.pairs, k, delta, counts, log_mult,
                               best, which, lo, hi, bracket=False)
     return best, jnp.where(jnp.isfinite(best), tangent, 0.0)
