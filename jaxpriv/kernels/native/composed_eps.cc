@@ -269,9 +269,9 @@ struct Found {
   bool below, infinite;
 };
 
-Found search(const Pair& f, double delta, double floor, double bound, double margin) {
+Found search(const Pair& f, double delta, double floor, double bound) {
   const double top = std::max(f.top, floor);
-  const double capped = bound * (1.0 + margin) + margin;
+  const double capped = bound * (1.0 + kMargin) + kMargin;
   const bool bounded = capped < top;
   double lo = floor, hi = bounded ? std::max(capped, floor) : top;
   int64_t n_hi = bounded ? -1 : 0;
@@ -320,7 +320,6 @@ Found search(const Pair& f, double delta, double floor, double bound, double mar
 struct Renyi {
   static constexpr int kOrders = 48;
   double alphas[kOrders], extra[kOrders], delta = -1.0;
-  std::vector<double> p;  // the pair's P linear, for the sums
 
   Renyi() {
     for (int i = 0; i < kOrders; ++i)
@@ -447,7 +446,7 @@ ffi::Error ComposedEps(ffi::Buffer<T> log_K, ffi::Buffer<T> delta, int64_t k,
       first = false;
       if (!(U * (1.0 + kMargin) + kMargin > best)) continue;  // pruned over the grid
       pair.build(lp, lq, static_cast<int>(m));
-      const Found found = search(pair, dl, best, U, kMargin);
+      const Found found = search(pair, dl, best, U);
       if (!found.below && found.eps > best) {
         best = found.eps;
         which = i;
