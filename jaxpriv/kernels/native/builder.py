@@ -157,22 +157,46 @@ def _build_lock(target: Path):
 
 
 def _compile(compiler: str, march: str, target: Path) -> Path:
+    """Each translation unit compiled in its own process (a 2-core machine builds the library
+    in about half the time of one ``c++`` over all of them), then linked into ``target``."""
     handle, partial = tempfile.mkstemp(suffix=".so", dir=target.parent)
     os.close(handle)
-    command = [compiler, *FLAGS, f"-march={march}", "-I", jax.ffi.include_dir(),
-               *map(str, SOURCES), "-o", partial]
+    scratch = tempfile.mkdtemp(dir=target.parent)
+    flags = [flag for flag in FLAGS if flag != "-shared"]
+    common = [*flags, f"-march={march}", "-I", jax.ffi.include_dir()]
+    objects = [os.path.join(scratch, f"{source.stem}.o") for source in SOURCES]
+    deadline = time.monotonic() + BUILD_TIMEOUT_S
+    running: list[subprocess.Popen] = []
     try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
-        if result.returncode != 0:
-            tail = " | ".join(result.stderr.strip().splitlines()[-3:])
-            raise RuntimeError(f"{compiler} failed (exit {result.returncode}): {tail}")
+        running += [subprocess.Popen([compiler, *common, "-c", str(source), "-o", obj],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                   for source, obj in zip(SOURCES, objects)]
+        for process in running:
+            _finish(compiler, process, deadline)
+        _finish(compiler, subprocess.Popen([compiler, *flags, "-shared", *objects, "-o", partial],
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                           text=True), deadline)
         os.replace(partial, target)
-    except subprocess.TimeoutExpired:
-        raise RuntimeError(f"{compiler} did not finish in {BUILD_TIMEOUT_S} s") from None
     finally:
+        for process in running:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
         if os.path.exists(partial):
             os.remove(partial)
+        shutil.rmtree(scratch, ignore_errors=True)
     return target
+
+
+def _finish(compiler: str, process: subprocess.Popen, deadline: float) -> None:
+    """Waits for one compiler process; a failure raises with its last lines."""
+    try:
+        _, err = process.communicate(timeout=max(1.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"{compiler} did not finish in {BUILD_TIMEOUT_S} s") from None
+    if process.returncode != 0:
+        tail = " | ".join(err.strip().splitlines()[-3:])
+        raise RuntimeError(f"{compiler} failed (exit {process.returncode}): {tail}")
 
 
 def _compiler() -> str | None:
