@@ -56,6 +56,59 @@ def test_library_bound_is_the_library_under_jit_and_vmap():
     np.testing.assert_allclose(np.asarray(got32), want, rtol=1e-6)
 
 
+def _installed_claims():
+    return [claim for claim in registry.CLAIMS.values()
+            if claim.id.split(".")[0] in accountant_libraries.AVAILABLE]
+
+
+def test_a_function_with_parameters_is_one_claim_whose_instances_share_programs():
+    """Every installed function with parameters (Rényi order, δ, ε) is one claim: its
+    instances key one compiled program per engine and pass their values in; bound inside a
+    program at the traced values, each instance's bound is the library's at its own values
+    (float64, exactly), for every registered instance."""
+    from jaxpriv.registry import programs
+
+    claims = _installed_claims()
+    if not claims:
+        pytest.skip("no accountant installed (pip install '.[accountants]')")
+    x = np.array([0.0, 0.05, 0.9, 4.0, np.inf])
+    checked = 0
+    for claim in claims:
+        ids = [claim.instance_id(values) for values in claim.grid]
+        keys = {programs.program_key(registry.get(rid)) for rid in ids}
+        assert len(keys) == 1, claim.id
+        for rid in ids:
+            relation = registry.get(rid)
+            conversion = accountant_conversions.CONVERSIONS_BY_ID[rid]
+            values = programs.traced_values(relation, np.float64)
+            assert values == {k: np.float64(v) for k, v in sorted(conversion.fixed.items())}
+            want = np.array([conversion(v) if np.isfinite(v) else np.inf for v in x])
+            want = np.where(np.isnan(want), np.inf, want)
+            with jax.enable_x64(True):
+                got = jax.jit(lambda v, at: programs.bind(relation, at).bound(v))(
+                    jnp.asarray(x), values)
+            np.testing.assert_array_equal(np.asarray(got), want, err_msg=rid)
+            checked += 1
+    assert checked >= 8
+
+
+@_needs("dp_accounting")
+def test_a_claim_of_a_library_at_a_setting_the_audit_does_not_take():
+    """``jaxpriv check dp_accounting.compute_epsilon FILE --alpha 3 --delta 1e-7``: the
+    library's function at those values, with a statement saying them; a bad value is one
+    line naming the parameter; an unknown setting's id builds the instance."""
+    relation = registry.resolve("dp_accounting.compute_epsilon", {"order": 3.0, "delta": 1e-7})
+    assert relation.id == "dp_accounting.compute_epsilon.a3.d1e-7"
+    assert "1e-07" in relation.statement and "D_3" in relation.statement
+    conversion = accountant_conversions.CONVERSIONS_BY_ID["dp_accounting.compute_epsilon.a2.d1e-5"]
+    with jax.enable_x64(True):
+        got = float(relation.bound(jnp.float64(1.25)))
+    assert got == conversion.function(1.25, order=3.0, delta=1e-7)
+    assert registry.resolve("dp_accounting.compute_epsilon.a3.d1e-7").id == relation.id
+    with pytest.raises(InputError, match="--delta"):
+        registry.resolve("dp_accounting.compute_epsilon", {"order": 3.0, "delta": 2.0})
+
+
 @_needs("prv_accountant")
 def test_prv_accountant_pure_dp_rdp_is_below_randomized_response():
     """Finding: ``PureDPMechanism(ε).rdp(α) = (α−1)ε/α`` is below the Rényi divergence of RR_ε,

@@ -40,7 +40,8 @@ from .accountant_adapters import (
 )
 from .accountant_libraries import AVAILABLE, VERIFIED_VERSIONS, vectorized
 
-__all__ = ["CONVERSIONS", "CONVERSIONS_BY_ID", "Conversion", "DELTAS", "EPSILONS", "ORDERS"]
+__all__ = ["CONVERSIONS", "CONVERSIONS_BY_ID", "Conversion", "DELTAS", "EPSILONS", "ORDERS",
+           "instance"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,8 @@ class Conversion:
     premise_options: Mapping[str, float] = field(default_factory=dict, hash=False)
     conclusion_options: Mapping[str, float] = field(default_factory=dict, hash=False)
     source: str = ""
+    template: str = field(default="", compare=False)
+    """The statement with its parameters as placeholders (``{order}``, ``{delta}``)."""
 
     @property
     def available(self) -> bool:
@@ -132,28 +135,40 @@ def _tag(value: float, name: str = "") -> str:
     return f"{value:g}"
 
 
+def _record(conversion: str, function: Callable[..., float], premise: str, conclusion: str,
+            statement: str, fixed: Mapping[str, float]) -> Conversion:
+    """The instance of one conversion at the fixed parameters' values ``fixed``."""
+    library = conversion.split(".")[0]
+    source = _SOURCES[conversion].format(v=VERIFIED_VERSIONS[library])
+    tags = "".join(f".{_TAGS[k]}{_tag(v, k)}" for k, v in fixed.items())
+    shown = {k: _tag(v) for k, v in fixed.items()}
+    premise_options = {_NOTION_OPTION[k]: v for k, v in fixed.items() if k == "order"}
+    conclusion_options = {_NOTION_OPTION[k]: v for k, v in fixed.items() if k != "order"}
+    if conclusion == "renyi":  # the order belongs to the conclusion
+        premise_options, conclusion_options = {}, {"order": fixed["order"]}
+    return Conversion(
+        id=conversion + tags, conversion=conversion, library=library, function=function,
+        statement=statement.format(**shown), premise=premise, conclusion=conclusion,
+        fixed=dict(fixed), premise_options=premise_options,
+        conclusion_options=conclusion_options, source=source, template=statement)
+
+
+def instance(conversion: Conversion, fixed: Mapping[str, float]) -> Conversion:
+    """``conversion``'s function at other values of its fixed parameters (a setting a user
+    asks for: ``jaxpriv check dp_accounting.compute_epsilon FILE --alpha 3 --delta 1e-7``)."""
+    return _record(conversion.conversion, conversion.function, conversion.premise,
+                   conversion.conclusion, conversion.template,
+                   {name: fixed[name] for name in conversion.fixed})
+
+
 def _instances(conversion: str, function: Callable[..., float], premise: str, conclusion: str,
                statement: str, grid: Mapping[str, tuple[float, ...]]) -> list[Conversion]:
     """Every instance of one conversion over the product of the fixed parameters' values."""
-    library = conversion.split(".")[0]
-    source = _SOURCES[conversion].format(v=VERIFIED_VERSIONS[library])
     combos: list[dict[str, float]] = [{}]
     for name, values in grid.items():
         combos = [{**c, name: v} for c in combos for v in values]
-    records = []
-    for fixed in combos:
-        tags = "".join(f".{_TAGS[k]}{_tag(v, k)}" for k, v in fixed.items())
-        shown = {k: _tag(v) for k, v in fixed.items()}
-        premise_options = {_NOTION_OPTION[k]: v for k, v in fixed.items() if k == "order"}
-        conclusion_options = {_NOTION_OPTION[k]: v for k, v in fixed.items() if k != "order"}
-        if conclusion == "renyi":  # the order belongs to the conclusion
-            premise_options, conclusion_options = {}, {"order": fixed["order"]}
-        records.append(Conversion(
-            id=conversion + tags, conversion=conversion, library=library, function=function,
-            statement=statement.format(**shown), premise=premise, conclusion=conclusion,
-            fixed=dict(fixed), premise_options=premise_options,
-            conclusion_options=conclusion_options, source=source))
-    return records
+    return [_record(conversion, function, premise, conclusion, statement, fixed)
+            for fixed in combos]
 
 
 #: Every instance of every conversion (see :class:`Conversion` for the id scheme).

@@ -3,14 +3,23 @@ library's own function (:mod:`jaxpriv.catalog.accountant_adapters`, one record p
 parameter value in :mod:`jaxpriv.catalog.accountant_conversions`).
 
 With the optional extra (``pip install "jaxpriv[accountants]"``: dp-accounting, autodp, opendp,
-prv-accountant) every installed library's conversions are registered on import, one relation
-per audited parameter value, with ids ``<library>.<function>[.a<α>][.d<δ>][.e<ε>]``
-(``dp_accounting.compute_epsilon.a2.d1e-5``); ``--relations 'opendp.*'`` selects a library's.
-Without a library its relations are absent and selecting them names the extra to install.
+prv-accountant) every installed library's conversions are registered on import. A function
+with parameters (a Rényi order, a δ, an ε) is one **claim** (:mod:`jaxpriv.registry.claims`),
+its instances at the audited values registered with ids
+``<library>.<function>[.a<α>][.d<δ>][.e<ε>]`` (``dp_accounting.compute_epsilon.a2.d1e-5``):
+``jaxpriv check dp_accounting.compute_epsilon FILE --alpha 3 --delta 1e-7`` takes any other
+setting, and the engines compile one program per claim for all its instances, the values
+passed in (a program that calls the host cannot be kept in JAX's persistent compilation
+cache, so before this each of the 47 instances compiled its own, cold and warm alike).
+OpenDP's zCDP profile is read at δ (the claim ``opendp.make_zCDP_to_approxDP``) and at ε (the
+instances ``opendp.make_zCDP_to_approxDP.e0.5`` …, relations of their own: one id cannot name
+two claims). ``--relations 'opendp.*'`` selects a library's. Without a library its relations
+are absent and selecting them names the extra to install.
 
 The bound of such a relation calls the library through :func:`jax.pure_callback` (host code,
-so the sweep's throughput is the library's: from ~2 µs to ~3 ms a call), in float64 whatever the
-sweep's dtype. Two readings, stated once here:
+so the sweep's throughput is the library's: from ~2 µs to ~4 ms a call), in float64, with
+the premise level and the parameters in the program's dtype (float32 in a sweep's screen,
+float64 in the checks that decide a verdict). Two readings, stated once here:
 
 * a premise level of ``+∞`` carries no claim (the conversions are stated for finite levels;
   autodp's ``puredp_to_rdp(∞)`` returns −∞), so the bound there is ``+∞``;
@@ -31,13 +40,18 @@ Examples:
 
 from __future__ import annotations
 
+import functools
+from typing import Callable
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxpriv.catalog import accountant_conversions as conversions
 from jaxpriv.catalog import dp_literature as dp_relations
-from jaxpriv.registry import OPTIONAL, Relation, Source, register
+from jaxpriv.catalog.accountant_libraries import vectorized
+from jaxpriv.registry import OPTIONAL, REGISTRY, Relation, Source, register
+from jaxpriv.registry.claims import DELTA, EPSILON, ORDER, Claim, register_claim
 
 EXTRA = 'pip install "jaxpriv[accountants]"'
 
@@ -45,40 +59,82 @@ ACCOUNTANT_RELATIONS: list[Relation] = []
 """The relations registered here (the installed libraries' conversions)."""
 
 
-def library_bound(conversion: conversions.Conversion):
-    """``bound(x, *p)`` calling the library on every premise level (float64, host side);
-    ``+∞`` where ``x = +∞`` or the library returns NaN (no claim)."""
-    apply = conversion.vectorized(nan_ok=True)
+def _host(function, cache_size: int = 4096):
+    """``host(x, *values) -> out``: ``function(x, **values)`` on every entry of the premise
+    levels ``x`` (float64 arrays), the parameters ``values`` broadcast with them (a program's
+    arguments: one setting in practice); ``+∞`` where ``x = +∞`` or the library returns NaN
+    (no claim). One :func:`~jaxpriv.catalog.accountant_libraries.vectorized` (its value cache)
+    per setting."""
+    per_setting: dict[tuple, Callable] = {}
 
-    def host(x):
+    def host(names, x, *values):
         x = np.asarray(x, dtype=np.float64)
-        finite = np.isfinite(x)
+        values = np.broadcast_arrays(x, *(np.asarray(v, dtype=np.float64) for v in values))[1:]
         out = np.full(x.shape, np.inf)
-        if finite.any():
-            out[finite] = apply(x[finite])
+        finite = np.isfinite(x)
+        settings = np.stack([v[finite] for v in values], axis=-1) if values else \
+            np.zeros((int(finite.sum()), 0))
+        levels = x[finite]
+        result = np.empty(levels.shape)
+        for setting in np.unique(settings, axis=0) if len(levels) else ():
+            at = np.all(settings == setting, axis=-1)
+            key = tuple(float(v) for v in setting)
+            if key not in per_setting:
+                if len(per_setting) >= 64:
+                    per_setting.clear()
+                per_setting[key] = vectorized(function, nan_ok=True, cache_size=cache_size,
+                                              **dict(zip(names, key)))
+            result[at] = per_setting[key](levels[at])
+        out[finite] = result
         return np.where(np.isnan(out), np.inf, out)
 
-    def bound(x, *p):
+    return host
+
+
+def _to_bits(x, dtype):
+    """``x`` as ``dtype`` and then its bits (``uint32``; a trailing axis of 2 for float64)."""
+    return jax.lax.bitcast_convert_type(jnp.asarray(x, dtype), jnp.uint32)
+
+
+def _from_bits(b, dtype, wide: bool) -> np.ndarray:
+    b = np.array(b, dtype=np.uint32, order="C")  # (a copy: 0-d stays 0-d)
+    return b.view(dtype).reshape(b.shape[:-1]) if wide else b.view(dtype)
+
+
+def library_bound(function, names: tuple[str, ...] = ()):
+    """``bound(x, *p, **values)`` calling the library's ``function(x, **values)`` on every
+    premise level (float64, host side); ``+∞`` where ``x = +∞`` or the library returns NaN (no
+    claim). ``names``: the parameters it takes (a claim's: traced values inside a program,
+    handed to the host with the premise in its dtype — float32 in a sweep's screen, float64
+    in the checks that decide)."""
+    host = _host(function)
+
+    def bound(x, *p, **values):
+        missing = sorted(set(names) - set(values))
+        if missing:
+            raise TypeError(f"{getattr(function, '__name__', 'bound')} needs {missing}")
         x = jnp.asarray(x)
         dtype = np.dtype(x.dtype)
         wide = dtype.itemsize == 8
         # the premise crosses to the host as its bits: JAX hands a callback its arguments
         # converted to the calling thread's default width, float32 where x64 was enabled only
         # by a context manager (the premise would be rounded before the library sees it)
-        bits = jax.lax.bitcast_convert_type(x, jnp.uint32)  # (..., 2) for float64
+        args = [_to_bits(x, dtype)] + [_to_bits(values[name], dtype) for name in names]
 
-        def on_bits(b):
-            b = np.ascontiguousarray(np.asarray(b, dtype=np.uint32))
-            levels = b.view(dtype).reshape(b.shape[:-1]) if wide else b.view(dtype)
-            value = np.array(host(levels), dtype=dtype, order="C")  # (0-d stays 0-d)
+        def on_bits(*bits):
+            levels = [_from_bits(b, dtype, wide) for b in bits]
+            value = np.array(host(names, *levels), dtype=dtype, order="C")  # (0-d stays 0-d)
             return (value.reshape(*value.shape, 1) if wide else value).view(np.uint32)
 
-        out = jax.pure_callback(on_bits, jax.ShapeDtypeStruct(bits.shape, jnp.uint32), bits,
+        out = jax.pure_callback(on_bits, jax.ShapeDtypeStruct(args[0].shape, jnp.uint32), *args,
                                 vmap_method="expand_dims")
         return jax.lax.bitcast_convert_type(out, dtype)
 
-    bound.__name__ = conversion.id
+    bound.__name__ = getattr(function, "__name__", "library_bound")
     return bound
+
+
+_PARAMETERS = {"order": ORDER, "delta": DELTA, "epsilon": EPSILON}
 
 
 def _certificate(conversion: conversions.Conversion):
@@ -87,21 +143,59 @@ def _certificate(conversion: conversions.Conversion):
     return dp_relations.ldp_envelope(conversion.premise, conversion.conclusion, options)
 
 
+def _relation(conversion: conversions.Conversion, rid: str | None = None, bound=None) -> Relation:
+    certificate = _certificate(conversion)
+    return Relation(
+        id=rid or conversion.id, statement=conversion.statement,
+        sources=(Source(conversion.source),), premise=conversion.premise,
+        conclusion=conversion.conclusion,
+        options={**conversion.premise_options, **conversion.conclusion_options},
+        bound=bound, certificate=certificate,
+        proof=dp_relations.CERTIFIED if certificate else "")
+
+
+def _claim(instances: list[conversions.Conversion]) -> Claim:
+    """One library function over its audited parameter values as a claim: its instances share
+    one compiled program per engine, the parameters passed in (:mod:`jaxpriv.registry.programs`);
+    ``make`` builds the instance at any setting (``jaxpriv check ... --alpha 3``)."""
+    first = instances[0]
+    names = tuple(first.fixed)
+    claim_bound = library_bound(first.function, names)
+    by_values = {tuple(c.fixed[n] for n in names): c for c in instances}
+
+    def make(rid, **values):
+        key = tuple(values[n] for n in names)
+        conversion = by_values.get(key) or conversions.instance(first, dict(values))
+        return _relation(conversion, rid, functools.partial(claim_bound, **values))
+
+    statement = first.template.format(order="α", delta="δ", epsilon="ε")
+    return Claim(first.conversion, statement, tuple(_PARAMETERS[n] for n in names), make,
+                 grid=tuple(dict(c.fixed) for c in instances), bound=claim_bound)
+
+
 def _register_all() -> None:
+    families: dict[tuple, list[conversions.Conversion]] = {}
     for conversion in conversions.CONVERSIONS:
         OPTIONAL[conversion.library + "."] = (
             f"the {conversion.library} conversions need the optional extra: {EXTRA}")
-        if not conversion.available:
+        if conversion.available:
+            families.setdefault((conversion.conversion, conversion.function), []).append(
+                conversion)
+    claimed: set[str] = set()
+    for (name, _), instances in families.items():
+        if instances[0].fixed and name not in claimed:
+            claimed.add(name)
+            claim = register_claim(_claim(instances), replace=True, check_bound=False)
+            ACCOUNTANT_RELATIONS.extend(REGISTRY[claim.instance_id(dict(c.fixed))]
+                                        for c in instances)
             continue
-        certificate = _certificate(conversion)
-        ACCOUNTANT_RELATIONS.append(register(Relation(
-            id=conversion.id, statement=conversion.statement,
-            sources=(Source(conversion.source),), premise=conversion.premise,
-            conclusion=conversion.conclusion,
-            options={**conversion.premise_options, **conversion.conclusion_options},
-            bound=library_bound(conversion), certificate=certificate,
-            proof=dp_relations.CERTIFIED if certificate else ""), replace=True,
-            check_bound=False))  # checked by tests/test_relations.py, as the other built-ins
+        # a function without parameters, or a second function under a claimed name (OpenDP's
+        # zCDP profile read at ε beside the one read at δ): one relation per instance
+        for conversion in instances:
+            bound = library_bound(conversion.function, tuple(conversion.fixed))
+            ACCOUNTANT_RELATIONS.append(register(_relation(
+                conversion, bound=functools.partial(bound, **conversion.fixed)),
+                replace=True, check_bound=False))  # checked by tests/test_relations.py
 
 
 _register_all()
