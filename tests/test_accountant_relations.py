@@ -82,14 +82,61 @@ def test_a_function_with_parameters_is_one_claim_whose_instances_share_programs(
             conversion = accountant_conversions.CONVERSIONS_BY_ID[rid]
             values = programs.traced_values(relation, np.float64)
             assert values == {k: np.float64(v) for k, v in sorted(conversion.fixed.items())}
-            want = np.array([conversion(v) if np.isfinite(v) else np.inf for v in x])
+            want = np.full(x.shape, np.inf)  # a library's NaN (autodp at ε = 0): no claim
+            want[np.isfinite(x)] = conversion.vectorized(nan_ok=True)(x[np.isfinite(x)])
             want = np.where(np.isnan(want), np.inf, want)
             with jax.enable_x64(True):
                 got = jax.jit(lambda v, at: programs.bind(relation, at).bound(v))(
                     jnp.asarray(x), values)
             np.testing.assert_array_equal(np.asarray(got), want, err_msg=rid)
             checked += 1
-    assert checked >= 8
+    assert checked == sum(len(claim.grid) for claim in claims)
+
+
+@_needs("dp_accounting")
+def test_a_claims_bound_takes_its_parameters_batched_with_the_levels():
+    """Parameters that vary along a vmapped axis (several settings in one call) reach the
+    library setting by setting, in float64 exactly and in float32 to its rounding; an infinite
+    level is +∞ whatever the setting."""
+    claim = registry.CLAIMS["dp_accounting.compute_epsilon"]
+    function = accountant_conversions.CONVERSIONS_BY_ID[
+        "dp_accounting.compute_epsilon.a2.d1e-5"].function
+    x = np.array([0.3, 0.3, 2.0, np.inf, 1.0])
+    order = np.array([2.0, 4.0, 2.0, 2.0, 16.0])
+    delta = np.array([1e-5, 1e-5, 1e-2, 1e-5, 1e-7])
+    want = np.array([function(a, order=o, delta=d) if np.isfinite(a) else np.inf
+                     for a, o, d in zip(x, order, delta)])
+    with jax.enable_x64(True):
+        got = jax.jit(jax.vmap(lambda a, o, d: claim.bound(a, order=o, delta=d)))(
+            jnp.asarray(x), jnp.asarray(order), jnp.asarray(delta))
+    np.testing.assert_array_equal(np.asarray(got), want)
+    got32 = jax.vmap(lambda a, o, d: claim.bound(a, order=o, delta=d))(
+        *(jnp.asarray(v, jnp.float32) for v in (x, order, delta)))
+    assert got32.dtype == jnp.float32
+    np.testing.assert_allclose(np.asarray(got32), want, rtol=1e-5)
+
+
+@_needs("prv_accountant")
+def test_a_claims_id_selects_its_instances_only():
+    """``prv_accountant.rdp`` names a claim: its four orders, not the
+    ``prv_accountant.RDP.compute_epsilon.*`` ids it prefixes (ids match in any case)."""
+    chosen = registry.select("prv_accountant.rdp")
+    assert sorted(chosen) == sorted(f"prv_accountant.rdp.a{a}" for a in ("1.5", "2", "4", "16"))
+
+
+@_needs("dp_accounting")
+def test_a_float32_program_hands_the_library_the_setting_itself():
+    """A sweep's float32 screen rounds the claim's values (δ = 1e-50 to 0, which the library
+    refuses): the callback reads them back as the setting the claim was built at."""
+    from jaxpriv.registry import programs
+
+    relation = registry.resolve("dp_accounting.compute_epsilon", {"order": 2.0, "delta": 1e-50})
+    values = programs.traced_values(relation, np.float32)
+    assert values["delta"] == 0.0  # what the program sees
+    function = accountant_conversions.CONVERSIONS_BY_ID[
+        "dp_accounting.compute_epsilon.a2.d1e-5"].function
+    got = jax.jit(lambda v, at: programs.bind(relation, at).bound(v))(jnp.float32(0.5), values)
+    np.testing.assert_allclose(float(got), function(0.5, order=2.0, delta=1e-50), rtol=1e-6)
 
 
 @_needs("dp_accounting")

@@ -59,32 +59,46 @@ ACCOUNTANT_RELATIONS: list[Relation] = []
 """The relations registered here (the installed libraries' conversions)."""
 
 
-def _host(function, cache_size: int = 4096):
-    """``host(x, *values) -> out``: ``function(x, **values)`` on every entry of the premise
-    levels ``x`` (float64 arrays), the parameters ``values`` broadcast with them (a program's
-    arguments: one setting in practice); ``+∞`` where ``x = +∞`` or the library returns NaN
-    (no claim). One :func:`~jaxpriv.catalog.accountant_libraries.vectorized` (its value cache)
-    per setting."""
+def _host(function, known: dict[str, set] | None = None, cache_size: int = 4096):
+    """``host(names, rounded, x, *values) -> out``: ``function(x, **values)`` on every entry of
+    the premise levels ``x`` (float64 arrays) at the parameters ``values`` (arrays of ``x``'s
+    shape: a program's arguments, one setting in practice); ``+∞`` where ``x = +∞`` or the
+    library returns NaN (no claim). One
+    :func:`~jaxpriv.catalog.accountant_libraries.vectorized` (its value cache) per setting.
+
+    ``rounded``: the values came through a float32 program (a sweep's screen, a search), which
+    rounds a claim's parameters — δ = 1e-50 to 0, α = 1 + 1e-8 to 1, values the library
+    refuses. Each is then read as the one value in ``known[name]`` (every setting the claim was
+    built at) that rounds to it, so the library always sees the setting itself."""
     per_setting: dict[tuple, Callable] = {}
 
-    def host(names, x, *values):
+    def exact(name, value, rounded):
+        if not rounded or known is None:
+            return float(value)
+        matches = {v for v in known.get(name, ()) if np.float32(v) == np.float32(value)}
+        return matches.pop() if len(matches) == 1 else float(value)
+
+    def host(names, rounded, x, *values):
         x = np.asarray(x, dtype=np.float64)
-        values = np.broadcast_arrays(x, *(np.asarray(v, dtype=np.float64) for v in values))[1:]
         out = np.full(x.shape, np.inf)
         finite = np.isfinite(x)
-        settings = np.stack([v[finite] for v in values], axis=-1) if values else \
-            np.zeros((int(finite.sum()), 0))
+        # (an unbatched parameter of a vmapped call comes with size-1 batch axes)
+        settings = np.stack([np.broadcast_to(np.asarray(v, np.float64), x.shape)[finite]
+                             for v in values], axis=-1) \
+            if values else np.zeros((int(finite.sum()), 0))
         levels = x[finite]
         result = np.empty(levels.shape)
         for setting in np.unique(settings, axis=0) if len(levels) else ():
             at = np.all(settings == setting, axis=-1)
-            key = tuple(float(v) for v in setting)
-            if key not in per_setting:
+            key = tuple(exact(name, v, rounded) for name, v in zip(names, setting))
+            apply = per_setting.get(key)
+            if apply is None:
                 if len(per_setting) >= 64:
                     per_setting.clear()
-                per_setting[key] = vectorized(function, nan_ok=True, cache_size=cache_size,
-                                              **dict(zip(names, key)))
-            result[at] = per_setting[key](levels[at])
+                apply = per_setting[key] = vectorized(function, nan_ok=True,
+                                                      cache_size=cache_size,
+                                                      **dict(zip(names, key)))
+            result[at] = apply(levels[at])
         out[finite] = result
         return np.where(np.isnan(out), np.inf, out)
 
@@ -101,13 +115,14 @@ def _from_bits(b, dtype, wide: bool) -> np.ndarray:
     return b.view(dtype).reshape(b.shape[:-1]) if wide else b.view(dtype)
 
 
-def library_bound(function, names: tuple[str, ...] = ()):
+def library_bound(function, names: tuple[str, ...] = (), known: dict[str, set] | None = None):
     """``bound(x, *p, **values)`` calling the library's ``function(x, **values)`` on every
     premise level (float64, host side); ``+∞`` where ``x = +∞`` or the library returns NaN (no
     claim). ``names``: the parameters it takes (a claim's: traced values inside a program,
     handed to the host with the premise in its dtype — float32 in a sweep's screen, float64
-    in the checks that decide)."""
-    host = _host(function)
+    in the checks that decide; ``known``: the settings a float32 program's rounded values are
+    read back to, see :func:`_host`)."""
+    host = _host(function, known)
 
     def bound(x, *p, **values):
         missing = sorted(set(names) - set(values))
@@ -119,11 +134,15 @@ def library_bound(function, names: tuple[str, ...] = ()):
         # the premise crosses to the host as its bits: JAX hands a callback its arguments
         # converted to the calling thread's default width, float32 where x64 was enabled only
         # by a context manager (the premise would be rounded before the library sees it)
-        args = [_to_bits(x, dtype)] + [_to_bits(values[name], dtype) for name in names]
+        # the parameters broadcast to the levels' shape here, where both have their own
+        # (unbatched) shapes: a vmapped callback receives them with the batch axes in front
+        args = [_to_bits(x, dtype)] + [_to_bits(jnp.broadcast_to(jnp.asarray(values[name]),
+                                                                 x.shape), dtype)
+                                       for name in names]
 
         def on_bits(*bits):
             levels = [_from_bits(b, dtype, wide) for b in bits]
-            value = np.array(host(names, *levels), dtype=dtype, order="C")  # (0-d stays 0-d)
+            value = np.array(host(names, not wide, *levels), dtype=dtype, order="C")
             return (value.reshape(*value.shape, 1) if wide else value).view(np.uint32)
 
         out = jax.pure_callback(on_bits, jax.ShapeDtypeStruct(args[0].shape, jnp.uint32), *args,
@@ -160,10 +179,13 @@ def _claim(instances: list[conversions.Conversion]) -> Claim:
     ``make`` builds the instance at any setting (``jaxpriv check ... --alpha 3``)."""
     first = instances[0]
     names = tuple(first.fixed)
-    claim_bound = library_bound(first.function, names)
+    known: dict[str, set] = {name: {c.fixed[name] for c in instances} for name in names}
+    claim_bound = library_bound(first.function, names, known)
     by_values = {tuple(c.fixed[n] for n in names): c for c in instances}
 
     def make(rid, **values):
+        for name in names:
+            known[name].add(values[name])
         key = tuple(values[n] for n in names)
         conversion = by_values.get(key) or conversions.instance(first, dict(values))
         return _relation(conversion, rid, functools.partial(claim_bound, **values))

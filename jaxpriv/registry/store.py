@@ -171,8 +171,14 @@ def select(pattern: str | None) -> list[str]:
         else:
             key = _lookup_key(part)
             registered = any(_lookup_key(rid) == key for rid in REGISTRY)
-            family = [] if registered else [
-                rid for rid in REGISTRY if _lookup_key(rid).startswith(key + ".")]
+            claim = None if registered else claim_of(part)
+            if claim is not None and not claim[1]:  # a claim's id: its instances, not every
+                # id it prefixes ('prv_accountant.rdp' is not prv_accountant.RDP.compute_…)
+                family = [rid for rid, relation in REGISTRY.items()
+                          if getattr(relation, "claim", None) == claim[0].id]
+            else:
+                family = [] if registered else [
+                    rid for rid in REGISTRY if _lookup_key(rid).startswith(key + ".")]
             chosen += family or [get(part).id]  # get names the extra for an optional id
     return list(dict.fromkeys(chosen))
 
