@@ -124,19 +124,23 @@ def test_a_claims_id_selects_its_instances_only():
     assert sorted(chosen) == sorted(f"prv_accountant.rdp.a{a}" for a in ("1.5", "2", "4", "16"))
 
 
-@_needs("dp_accounting")
 def test_a_float32_program_hands_the_library_the_setting_itself():
-    """A sweep's float32 screen rounds the claim's values (δ = 1e-50 to 0, which the library
-    refuses): the callback reads them back as the setting the claim was built at."""
-    from jaxpriv.registry import programs
+    """A sweep's float32 screen rounds the claim's values (δ = 1e-5 to 9.99999975e-6): the
+    callback's host reads each back as the setting the claim was built at, so the library sees
+    1e-5 itself; a value no setting rounds to (or several do) is passed as it came."""
+    from jaxpriv.catalog import accountants
 
-    relation = registry.resolve("dp_accounting.compute_epsilon", {"order": 2.0, "delta": 1e-50})
-    values = programs.traced_values(relation, np.float32)
-    assert values["delta"] == 0.0  # what the program sees
-    function = accountant_conversions.CONVERSIONS_BY_ID[
-        "dp_accounting.compute_epsilon.a2.d1e-5"].function
-    got = jax.jit(lambda v, at: programs.bind(relation, at).bound(v))(jnp.float32(0.5), values)
-    np.testing.assert_allclose(float(got), function(0.5, order=2.0, delta=1e-50), rtol=1e-6)
+    seen = []
+    host = accountants._host(lambda x, *, delta: seen.append(delta) or x,
+                             {"delta": {1e-5, 1e-2}})
+    rounded = np.float64(np.float32(1e-5))
+    assert rounded != 1e-5
+    out = host(("delta",), True, np.array([0.5, 0.7, np.inf]), np.full(3, rounded))
+    assert seen == [1e-5, 1e-5] and out.tolist() == [0.5, 0.7, np.inf]
+    seen.clear()
+    host(("delta",), True, np.array([0.5]), np.array([0.125]))
+    host(("delta",), False, np.array([0.6]), np.array([rounded]))  # a float64 program: as is
+    assert seen == [0.125, rounded]
 
 
 @_needs("dp_accounting")

@@ -201,3 +201,19 @@ def test_bound_at_is_the_bound_op_by_op(rid):
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
     assert registry.bound_at(relation, 1.0, 0.5).shape == ()
 
+
+
+def test_a_setting_float32_cannot_hold_is_refused_by_the_float32_engines():
+    """Sweeps and searches screen in float32, where δ = 1e-50 reads 0 (D6's bound +∞: the screen
+    ranked nothing and a sweep reported a least slack of 1.28 where δ = 1e-37 gives 1.005): one
+    line naming the value, before any work; ``check`` (float64) takes it."""
+    from jaxpriv.engines import search, sweep
+
+    for rid in ("D6.a2.d1e-50", "D6.a1.00000001.d1e-5", "D9.e1e50"):
+        with pytest.raises(InputError, match="beyond float32"):
+            sweep.make_config(rid, 3, 3, 1024)
+        with pytest.raises(InputError, match="beyond float32"):
+            search.make_config(rid, 3, 3, "0.1,1")
+    assert sweep.make_config("D6.a2.d1e-37", 3, 3, 1024).relation == "D6.a2.d1e-37"
+    relation = registry.get("D6.a2.d1e-50")
+    assert np.isfinite(float(relation.check(families.randomized_response(1.0)).bound))

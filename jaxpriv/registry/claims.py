@@ -43,6 +43,9 @@ class ClaimParameter:
         (:mod:`jaxpriv.registry.programs`) passes it as an argument; ``False`` where it sets a
         shape (the number of uses ``k``: a composed level's count vectors), so that each value
         keeps its own program.
+      origin: where its precision is measured from (``1`` for an order: what a bound divides by
+        is ``α − 1``); a float32 program refuses a value whose distance from it float32 cannot
+        hold to 1e-3 (:func:`jaxpriv.registry.programs.traced_values`).
     """
 
     name: str
@@ -53,6 +56,7 @@ class ClaimParameter:
     integer: bool = False
     scientific: bool = False
     traced: bool = True
+    origin: float = 0.0
 
     def value(self, claim_id: str, value: Any) -> float | int:
         """``value`` checked (an :class:`InputError` of one line naming the claim if wrong)."""
@@ -83,7 +87,8 @@ class ClaimParameter:
 
 
 ORDER = ClaimParameter("order", "α", "a", "--alpha",
-                       lambda a: None if 1.0 < a < math.inf else "must be a finite order > 1")
+                       lambda a: None if 1.0 < a < math.inf else "must be a finite order > 1",
+                       origin=1.0)
 DELTA = ClaimParameter("delta", "δ", "d", "--delta",
                        lambda d: None if 0.0 < d < 1.0 else "must lie in (0, 1)", scientific=True)
 EPSILON = ClaimParameter("epsilon", "ε", "e", "--epsilon",

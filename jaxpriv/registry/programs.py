@@ -34,6 +34,7 @@ from typing import Any, Hashable, Mapping
 
 import numpy as np
 
+from jaxpriv.core.errors import InputError
 from jaxpriv.registry.store import CLAIMS
 
 __all__ = ["bind", "program_key", "traced_values"]
@@ -76,8 +77,26 @@ def traced_values(relation, dtype=None) -> dict[str, Any]:
     if claim is None:
         return {}
     cast = float if dtype is None else np.dtype(dtype).type
-    return {p.name: cast(relation.values[p.name]) for p in sorted(
-        claim.parameters, key=lambda p: p.name) if p.traced}
+    with np.errstate(over="ignore"):  # (a value beyond float32 is refused below)
+        values = {p.name: cast(relation.values[p.name]) for p in sorted(
+            claim.parameters, key=lambda p: p.name) if p.traced}
+    if dtype is not None and np.dtype(dtype) == np.float32:
+        for p in claim.parameters:
+            if p.name in values and not _holds(relation.values[p.name], values[p.name], p.origin):
+                raise InputError(
+                    f"{relation.id}: {p.symbol} = {relation.values[p.name]:.10g} is beyond "
+                    f"float32 (a sweep and a search screen in float32, where it reads "
+                    f"{float(values[p.name]):.10g}); jaxpriv check evaluates it in float64")
+    return values
+
+
+def _holds(value: float, rounded, origin: float = 0.0) -> bool:
+    """Whether float32 holds ``value`` (its distance from ``origin``, to 1e-3: a screen only
+    ranks candidates; the float64 checks decide) — not 0 where it is not, not infinite."""
+    distance = float(value) - origin
+    held = float(np.float64(rounded)) - origin
+    return distance == 0.0 or (bool(np.isfinite(held)) and held != 0.0
+                               and abs(held - distance) <= 1e-3 * abs(distance))
 
 
 def bind(relation, values: Mapping[str, Any]):
