@@ -67,9 +67,10 @@ def _host(function, known: dict[str, set] | None = None, cache_size: int = 4096)
     :func:`~jaxpriv.catalog.accountant_libraries.vectorized` (its value cache) per setting.
 
     ``rounded``: the values came through a float32 program (a sweep's screen, a search), which
-    rounds a claim's parameters — δ = 1e-50 to 0, α = 1 + 1e-8 to 1, values the library
-    refuses. Each is then read as the one value in ``known[name]`` (every setting the claim was
-    built at) that rounds to it, so the library always sees the setting itself."""
+    rounds a claim's parameters (δ = 1e-5 to 9.99999975e-6; a value float32 cannot hold at all
+    is refused before, :func:`jaxpriv.registry.programs.check_float32`). Each is then read as
+    the one value in ``known[name]`` (every setting the claim was built at) that rounds to it,
+    so the library sees the setting itself."""
     per_setting: dict[tuple, Callable] = {}
 
     def exact(name, value, rounded):
@@ -88,7 +89,10 @@ def _host(function, known: dict[str, set] | None = None, cache_size: int = 4096)
             if values else np.zeros((int(finite.sum()), 0))
         levels = x[finite]
         result = np.empty(levels.shape)
-        for setting in np.unique(settings, axis=0) if len(levels) else ():
+        # one setting in practice: no sort of the rows then
+        single = len(levels) and bool((settings == settings[0]).all())
+        groups = settings[:1] if single else np.unique(settings, axis=0)
+        for setting in groups if len(levels) else ():
             at = np.all(settings == setting, axis=-1)
             key = tuple(exact(name, v, rounded) for name, v in zip(names, setting))
             apply = per_setting.get(key)
@@ -162,7 +166,7 @@ def _certificate(conversion: conversions.Conversion):
     return dp_relations.ldp_envelope(conversion.premise, conversion.conclusion, options)
 
 
-def _relation(conversion: conversions.Conversion, rid: str | None = None, bound=None) -> Relation:
+def _relation(conversion: conversions.Conversion, bound, rid: str | None = None) -> Relation:
     certificate = _certificate(conversion)
     return Relation(
         id=rid or conversion.id, statement=conversion.statement,
@@ -188,7 +192,7 @@ def _claim(instances: list[conversions.Conversion]) -> Claim:
             known[name].add(values[name])
         key = tuple(values[n] for n in names)
         conversion = by_values.get(key) or conversions.instance(first, dict(values))
-        return _relation(conversion, rid, functools.partial(claim_bound, **values))
+        return _relation(conversion, functools.partial(claim_bound, **values), rid)
 
     statement = first.template.format(order="α", delta="δ", epsilon="ε")
     return Claim(first.conversion, statement, tuple(_PARAMETERS[n] for n in names), make,
@@ -216,7 +220,7 @@ def _register_all() -> None:
         for conversion in instances:
             bound = library_bound(conversion.function, tuple(conversion.fixed))
             ACCOUNTANT_RELATIONS.append(register(_relation(
-                conversion, bound=functools.partial(bound, **conversion.fixed)),
+                conversion, functools.partial(bound, **conversion.fixed)),
                 replace=True, check_bound=False))  # checked by tests/test_relations.py
 
 

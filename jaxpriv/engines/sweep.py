@@ -154,7 +154,7 @@ def make_config(relation: str, n: int, m: int, count: int, seed: int = 0,
         return settings.make_config(rel.id, "sweep", count=count, seed=seed,
                                     chunk=chunk, n=n, **given)
     overrides = {k: v for k, v in overrides.items() if k not in SETTING_OPTIONS}
-    registry.programs.traced_values(rel, np.float32)  # a parameter float32 cannot hold: one line
+    registry.programs.check_float32(rel)  # before any work: one line
     relation_id = rel.id
     k, r = int(overrides.pop("k", 0) or 0), int(overrides.pop("r", 0) or 0)
     k, r = checks.database_layout(rel, k, r)

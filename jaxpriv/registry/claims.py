@@ -45,7 +45,7 @@ class ClaimParameter:
         keeps its own program.
       origin: where its precision is measured from (``1`` for an order: what a bound divides by
         is ``α − 1``); a float32 program refuses a value whose distance from it float32 cannot
-        hold to 1e-3 (:func:`jaxpriv.registry.programs.traced_values`).
+        hold to 1e-3 (:func:`jaxpriv.registry.programs.check_float32`).
     """
 
     name: str

@@ -37,7 +37,7 @@ import numpy as np
 from jaxpriv.core.errors import InputError
 from jaxpriv.registry.store import CLAIMS
 
-__all__ = ["bind", "program_key", "traced_values"]
+__all__ = ["bind", "check_float32", "program_key", "traced_values"]
 
 
 def _shared(relation):
@@ -77,26 +77,31 @@ def traced_values(relation, dtype=None) -> dict[str, Any]:
     if claim is None:
         return {}
     cast = float if dtype is None else np.dtype(dtype).type
-    with np.errstate(over="ignore"):  # (a value beyond float32 is refused below)
-        values = {p.name: cast(relation.values[p.name]) for p in sorted(
-            claim.parameters, key=lambda p: p.name) if p.traced}
     if dtype is not None and np.dtype(dtype) == np.float32:
-        for p in claim.parameters:
-            if p.name in values and not _holds(relation.values[p.name], values[p.name], p.origin):
-                raise InputError(
-                    f"{relation.id}: {p.symbol} = {relation.values[p.name]:.10g} is beyond "
-                    f"float32 (a sweep and a search screen in float32, where it reads "
-                    f"{float(values[p.name]):.10g}); jaxpriv check evaluates it in float64")
-    return values
+        check_float32(relation)
+    return {p.name: cast(relation.values[p.name]) for p in sorted(
+        claim.parameters, key=lambda p: p.name) if p.traced}
 
 
-def _holds(value: float, rounded, origin: float = 0.0) -> bool:
-    """Whether float32 holds ``value`` (its distance from ``origin``, to 1e-3: a screen only
-    ranks candidates; the float64 checks decide) — not 0 where it is not, not infinite."""
-    distance = float(value) - origin
-    held = float(np.float64(rounded)) - origin
-    return distance == 0.0 or (bool(np.isfinite(held)) and held != 0.0
-                               and abs(held - distance) <= 1e-3 * abs(distance))
+def check_float32(relation) -> None:
+    """Refuses (one line) a claim's traced parameter that float32 cannot hold — 0 where it is
+    not, infinite, or its distance from the parameter's ``origin`` (``α − 1``) off by more than
+    1e-3: a float32 program (a sweep's screen, a search) would rank nothing there. ``check``
+    evaluates such a setting in float64."""
+    claim = _shared(relation)
+    for p in claim.parameters if claim is not None else ():
+        if not p.traced:
+            continue
+        value = float(relation.values[p.name])
+        with np.errstate(over="ignore"):
+            held = float(np.float32(value))
+        distance, held_distance = value - p.origin, held - p.origin
+        if distance != 0.0 and not (np.isfinite(held_distance) and held_distance != 0.0 and
+                                    abs(held_distance - distance) <= 1e-3 * abs(distance)):
+            raise InputError(
+                f"{relation.id}: {p.symbol} = {value:.10g} is beyond float32 (a sweep and a "
+                f"search screen in float32, where it reads {held:.10g}); jaxpriv check "
+                "evaluates it in float64")
 
 
 def bind(relation, values: Mapping[str, Any]):

@@ -172,7 +172,7 @@ def _compile(compiler: str, march: str, target: Path) -> Path:
             running.append(subprocess.Popen([compiler, *common, "-c", str(source), "-o", obj],
                                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                             text=True))
-        for source, process in zip(SOURCES, list(running)):
+        for source, process in zip(SOURCES, running):
             _finish(compiler, process, deadline, source.name)
         running.append(subprocess.Popen([compiler, *flags, "-shared", *objects, "-o", partial],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
