@@ -10,3 +10,7 @@ from jaxpriv.catalog import statistical  # noqa: F401
 from jaxpriv.catalog import dp_literature  # noqa: F401
 from jaxpriv.catalog import composition_theorems  # noqa: F401
 from jaxpriv.catalog import accountants  # noqa: F401
+
+from jaxpriv.registry import store as _store  # noqa: E402
+
+_store.seal_builtins()  # what the engines may keep compiled on disk (jaxpriv.engines.program_cache)

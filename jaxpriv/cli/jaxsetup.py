@@ -21,6 +21,11 @@ COMPILATION_CACHE = "jax-compilation"
 kernel's, :func:`jaxpriv.kernels.native.cache_root`: ``$JAXPRIV_CACHE``, else ``~/.cache/jaxpriv``)."""
 
 
+PROGRAM_CACHE = "programs"
+"""The folder of the engines' compiled programs under jaxpriv's cache root
+(:mod:`jaxpriv.engines.program_cache`), on with :data:`COMPILATION_CACHE`."""
+
+
 def cache_directory() -> Path | None:
     """Where ``sweep``, ``search`` and ``audit`` keep JAX's persistent compilation cache, so a
     second run does not compile again: :data:`COMPILATION_CACHE` under jaxpriv's cache root;
@@ -100,6 +105,9 @@ def _use_compilation_cache() -> None:
               file=sys.stderr)
         return
     os.environ["JAX_COMPILATION_CACHE_DIR"] = str(path)
+    # and the engines' compiled programs beside it, found before tracing
+    # (jaxpriv.engines.program_cache; also for the audit's workers, through the environment)
+    os.environ.setdefault("JAXPRIV_PROGRAM_CACHE", str(path.parent / PROGRAM_CACHE))
     # every program, however quick to compile: a run dispatches ~150 small ones (eager
     # float64 checks, initial parameters), ~55 ms each to compile and ~1 ms to load — with a
     # 0.3 s threshold they were compiled again on every run (a warm quick audit of R1: 14 s → 4 s)

@@ -8,7 +8,8 @@ compiling (with the persistent cache warm, tracing and lowering were ~4.5 of a D
 A program is keyed by its name, its relation's :func:`~jaxpriv.registry.programs.program_key`
 and every field of the engine's config but the relation id (and whatever else the caller
 adds); a relation that is no claim's instance keys its own programs, so the cache only ever
-returns a program built for what is asked.
+returns a program built for what is asked. :func:`aot` compiles one ahead of time, from the
+disk where a previous process kept it (:mod:`jaxpriv.engines.program_cache`).
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ import collections
 import dataclasses
 from typing import Any, Callable, Hashable
 
+from jaxpriv.engines import program_cache
 from jaxpriv.registry import programs as registry_programs
 
-__all__ = ["LIMIT", "cached", "clear", "config_key"]
+__all__ = ["LIMIT", "aot", "cached", "clear", "compiler", "config_key"]
 
 LIMIT = 48
 """Programs kept (the least recently used go first): an audit worker meets each claim's a few
@@ -51,6 +53,18 @@ def cached(name: str, relation, config, build: Callable[[], Any], *extra: Hashab
     while len(_PROGRAMS) > LIMIT:
         _PROGRAMS.popitem(last=False)
     return program
+
+
+def aot(name: str, relation, config, jitted, *args, extra: tuple = ()) -> Any:
+    """``jitted.lower(*args).compile()`` for ``relation``'s program ``name`` under ``config`` (and
+    ``extra``), loaded from disk where a previous process kept it and kept there after
+    compiling where it may be (:func:`jaxpriv.engines.program_cache.compile`)."""
+    return program_cache.compile(name, relation, config_key(config), jitted, *args, extra=extra)
+
+
+def compiler(relation, config) -> Callable[..., Any]:
+    """``compile_program(name, jitted, *args)``: :func:`aot` for ``relation`` under ``config``."""
+    return lambda name, jitted, *args: aot(name, relation, config, jitted, *args)
 
 
 def clear() -> None:

@@ -380,10 +380,11 @@ def _run(config: SearchConfig, out_dir: Path | None, resume: bool, progress: boo
     relation = registry.get(config.relation)
     values = registry.programs.traced_values(relation, np.float32)
 
-    def build():
-        return make_segment(config, optimizer).lower(state, values).compile()
-
-    compiled = programs.cached("search segment", relation, config, build) if shared else build()
+    if shared:  # the default optimizer's program: the same for every instance, kept on disk
+        compiled = programs.cached("search segment", relation, config, lambda: programs.aot(
+            "search segment", relation, config, make_segment(config, optimizer), state, values))
+    else:
+        compiled = make_segment(config, optimizer).lower(state, values).compile()
     compile_seconds = time.perf_counter() - began
     seconds, quiet, history = done["seconds"], done["quiet_segments"], done["history"]
     total = -(-config.steps // config.segment)

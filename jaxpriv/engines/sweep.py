@@ -22,13 +22,13 @@ the chunk in flight and ``resume=True`` continues to exactly the result of an un
 Results depend on (seed, chunk size), not on the device count: each block's random numbers are
 a counter hash of their index keyed by the block's key (:func:`jaxpriv.kernels.samplers.random_bits`),
 and the reductions are max/min with ties broken by the smallest global index. At n, m ≤ 8 the
-step is compiled with :func:`jaxpriv.kernels.fused.compiler_options` (also where the reference notions
-screen: relations between BDP and BSP or MP sweep 1.25–1.7× faster at k = 2, r = 3).
-On a CPU with :mod:`jaxpriv.kernels.native`, mechanisms are drawn by its sampler (the same draws to
+step is compiled with :func:`jaxpriv.kernels.fused.compiler_options` (BDP–BSP/MP relations, on
+the reference notions, sweep 1.25–1.7× faster at k = 2, r = 3). On a CPU with
+:mod:`jaxpriv.kernels.native`, mechanisms are drawn by its sampler (the same draws to
 float32 rounding; ``make_step(..., sampler="xla")`` keeps JAX's), a device draws a few blocks at
 a time (:func:`jaxpriv.engines.sweep_step.block_group`) and each group is reduced by one native pass
-(:func:`jaxpriv.kernels.native.group_winners`): the same bits as block by block in XLA. The mesh spans every process
-of a group (:mod:`jaxpriv.engines.group`); state and candidates come back whole on each.
+(:func:`jaxpriv.kernels.native.group_winners`): the same bits as block by block in XLA. The mesh
+spans a group's processes (:mod:`jaxpriv.engines.group`); state and candidates come back whole.
 """
 
 from __future__ import annotations
@@ -249,10 +249,11 @@ def float64_screen(config: SweepConfig, relation, options) -> Callable[[Mechanis
                 result = registry.evaluate(at, mech, **fixed, **at_values)
                 return result.violated, jnp.where(result.condition_holds, result.slack, jnp.inf)
 
-            return jax.jit(screen).lower(shape, values).compile()
+            return programs.aot("float64 screen", relation, config, jax.jit(screen), shape,
+                                values, extra=extra)
 
-    compiled = programs.cached("float64 screen", relation, config, build,
-                               tuple(sorted(fixed.items())))
+    extra = tuple(sorted(fixed.items()))
+    compiled = programs.cached("float64 screen", relation, config, build, extra)
     return lambda mech: compiled(mech, values)
 
 
@@ -262,10 +263,9 @@ def _warm_float64(config: SweepConfig, screen) -> None:
     300,000-mechanism R5 sweep; later ones 3 ms."""
     k, n, m = config.candidates, config.n, config.m
     spec = sampler_spec(config)
-    mech = mechanism_of(np.full((k, n, m), -np.log(m), np.float32),
-                        np.full((k, n), -np.log(n), np.float32),
-                        np.full((k, n), -np.log(n), np.float32), np.zeros((k, m), np.float32),
-                        spec.values, spec.records)
+    uniform = np.full((k, n), -np.log(n), np.float32)
+    mech = mechanism_of(np.full((k, n, m), -np.log(m), np.float32), uniform, uniform,
+                        np.zeros((k, m), np.float32), spec.values, spec.records)
     with jax.enable_x64(True):
         jax.block_until_ready(screen(mech))
 
@@ -385,9 +385,9 @@ def _run(config: SweepConfig, out_dir: Path | None, resume: bool, progress: bool
                               config.chunk, config.count, "mechanisms", done["violation_count"])
     lowest = done.pop("lowest_float64", None)
     began = time.perf_counter()
-    compiled = programs.cached(
-        "sweep step", relation, config,
-        lambda: make_step(config, relation).compile(state, jnp.int32(start))).at(relation)
+    compiled = programs.cached("sweep step", relation, config, lambda: make_step(
+        config, relation).compile(state, jnp.int32(start), programs.compiler(relation, config))
+    ).at(relation)
     screen = float64_screen(config, relation, options)
     _warm_float64(config, screen)
     compile_seconds = time.perf_counter() - began

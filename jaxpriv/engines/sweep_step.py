@@ -96,15 +96,20 @@ class Step(NamedTuple):
         seeds = None if self.seeds is None else self.seeds(self.key_data, chunk_index)
         return self.core(state, chunk_index, seeds, self.values)
 
-    def compile(self, state: SweepState, chunk_index) -> Step:
-        """Both programs compiled ahead of time for these arguments' shapes and shardings."""
+    def compile(self, state: SweepState, chunk_index, compile_program=None) -> Step:
+        """Both programs compiled ahead of time for these arguments' shapes and shardings, by
+        ``compile_program(name, jitted, *args)`` (default: ``jitted.lower(*args).compile()``;
+        the sweep's keeps them on disk, :func:`jaxpriv.engines.programs.aot`)."""
+        if compile_program is None:
+            def compile_program(name, jitted, *args):
+                return jitted.lower(*args).compile()
         if self.seeds is None:
-            return self._replace(core=self.core.lower(state, chunk_index, None,
-                                                      self.values).compile())
-        seeds = self.seeds.lower(self.key_data, chunk_index).compile()
+            return self._replace(core=compile_program("sweep step", self.core, state,
+                                                      chunk_index, None, self.values))
+        seeds = compile_program("sweep seeds", self.seeds, self.key_data, chunk_index)
         example = seeds(self.key_data, chunk_index)  # its sharding is what the core is given
-        return self._replace(core=self.core.lower(state, chunk_index, example,
-                                                  self.values).compile(), seeds=seeds)
+        return self._replace(core=compile_program("sweep step", self.core, state, chunk_index,
+                                                  example, self.values), seeds=seeds)
 
     def at(self, relation) -> Step:
         """This step (compiled for another instance of ``relation``'s claim) at ``relation``'s

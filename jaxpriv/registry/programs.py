@@ -35,9 +35,9 @@ from typing import Any, Hashable, Mapping
 import numpy as np
 
 from jaxpriv.core.errors import InputError
-from jaxpriv.registry.store import CLAIMS
+from jaxpriv.registry.store import _BUILTIN, CLAIMS, NOTIONS, REGISTRY
 
-__all__ = ["bind", "check_float32", "program_key", "traced_values"]
+__all__ = ["bind", "check_float32", "is_builtin", "program_key", "traced_values"]
 
 
 def _shared(relation):
@@ -52,6 +52,20 @@ def _shared(relation):
             and bound.keywords == dict(relation.values)):
         return None
     return claim
+
+
+def is_builtin(relation) -> bool:
+    """Whether ``relation`` is the catalog's own record (:func:`jaxpriv.registry.store.seal_builtins`),
+    or an instance of the catalog's own claim whose program it shares, with the catalog's own
+    notions: what the package's code alone determines (:mod:`jaxpriv.engines.program_cache`). A
+    relation registered in a session or by a plugin, a record put in place of the catalog's, a
+    replaced bound or notion is not."""
+    rid = getattr(relation, "id", None)
+    claim = _shared(relation)
+    own = (REGISTRY.get(rid) is relation and _BUILTIN["relations"].get(rid) is relation) or (
+        claim is not None and _BUILTIN["claims"].get(claim.id) is claim)
+    return own and all(_BUILTIN["notions"].get(key) is NOTIONS.get(key) is not None
+                       for key in getattr(relation, "notions", ()))
 
 
 def program_key(relation) -> Hashable:

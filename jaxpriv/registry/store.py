@@ -18,6 +18,8 @@ REGISTRY: dict[str, Relation | StatisticalRelation] = {}
 """Every registered relation by id."""
 CLAIMS: dict = {}
 """Every registered claim with parameters by id (:class:`jaxpriv.registry.claims.Claim`)."""
+_BUILTIN: dict[str, dict] = {"notions": {}, "relations": {}, "claims": {}}
+"""The catalog's own records (:func:`seal_builtins`), by name."""
 OPTIONAL: dict[str, str] = {}
 """Id prefixes of relations registered only when an optional package is installed, and what to
 install (named when a selection finds none of them)."""
@@ -56,6 +58,14 @@ def register(record, *, replace: bool = False, check_bound: bool = True):
         del REGISTRY[existing]
     REGISTRY[record.id] = record
     return record
+
+
+def seal_builtins() -> None:
+    """Remember every record registered so far as the catalog's own (:func:`is_builtin`); the
+    catalog calls it once, after registering its notions and claims."""
+    _BUILTIN["notions"] = dict(NOTIONS)
+    _BUILTIN["relations"] = dict(REGISTRY)
+    _BUILTIN["claims"] = dict(CLAIMS)
 
 
 def unregister(name: str) -> None:

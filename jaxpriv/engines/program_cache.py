@@ -1,0 +1,234 @@
+"""Compiled programs kept on disk between processes: a warm run loads an engine's executable
+instead of tracing, lowering and fetching it from JAX's persistent compilation cache.
+
+JAX's cache skips only the backend compile: every process still traces each program and lowers
+it to a module, whose hash is the cache key — a warm quick audit of the 63 built-in relations
+spent 57 s (summed over its workers) tracing and 37 s lowering, of ~290 s, a search segment
+~0.9 s + 0.25 s each. Here a program is found by what determines it, before any tracing:
+
+- the **code**: every source file of the package (``*.py``, the native kernel's ``*.cc`` and
+  ``*.h``), the versions of Python, JAX, jaxlib, NumPy, optax and the accountant libraries, the
+  native kernel's state, every ``JAX_*``, ``XLA_*`` and ``JAXPRIV_*`` setting and JAX's whole
+  configuration (64-bit types included) — :func:`fingerprint`;
+- the **program**: its name, the relation's claim key (:func:`jaxpriv.registry.programs.program_key`),
+  every field of the engine's config, and the shapes, types and shardings of its arguments;
+- the **machine**: the backend, every device (platform, kind, id), the process count.
+
+Only what that key determines is kept: a program of a built-in relation or claim whose record,
+notions and claim are the catalog's own objects (:func:`jaxpriv.registry.programs.is_builtin`) —
+never a plugin's, a test's replacement or a relation built in a session, whose code is outside
+the fingerprint — with no host callback (an accountant's bound calls the library: its executable
+holds a pointer to a Python function) and in a single process. Anything else compiles as
+before. A file that cannot be read or loaded is a miss (compiled again and rewritten). A
+program missing here is compiled by the backend, not fetched from JAX's cache (whose executables
+do not serialize again): the first run after the code changed compiles these programs as a cold
+run does, and every later one loads them.
+
+On only where :mod:`jaxpriv.cli.jaxsetup` turns it on with JAX's persistent cache (the
+``sweep``, ``search`` and ``audit`` commands: ``$JAXPRIV_CACHE/programs``; off with
+``JAXPRIV_COMPILATION_CACHE=off``), or where ``JAXPRIV_PROGRAM_CACHE`` names a folder. The three
+most recently used fingerprints' folders are kept; older ones are removed when a new one starts.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import pickle
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from jaxpriv.registry import programs as registry_programs
+
+__all__ = ["ENV", "KEEP", "clear_stats", "compile", "directory", "fingerprint", "stats"]
+
+ENV = "JAXPRIV_PROGRAM_CACHE"
+"""The folder of kept programs (``off``: none)."""
+KEEP = 3
+"""Fingerprints' folders kept (the most recently used)."""
+_FORMAT = 2
+_LIBRARIES = ("jax", "jaxlib", "numpy", "optax", "dp-accounting", "autodp", "opendp",
+              "prv-accountant")
+_STATS = {"loaded": 0, "saved": 0, "compiled": 0}
+
+
+def stats() -> dict[str, int]:
+    """Programs this process loaded from disk, saved to it, and compiled without it."""
+    return dict(_STATS)
+
+
+def directory() -> Path | None:
+    """This code's folder of kept programs, or ``None`` where they are off (or not
+    determined: several processes, a backend's devices unknown)."""
+    root = os.environ.get(ENV, "").strip()
+    if not root or root.lower() in ("off", "0", "no") or jax.process_count() > 1:
+        return None
+    return Path(root).expanduser() / fingerprint()[:24]
+
+
+@functools.cache
+def fingerprint() -> str:
+    """The hash of everything but the program that decides what it compiles to (module
+    docstring); computed once per process."""
+    from importlib import metadata
+
+    from jaxpriv.kernels import native
+
+    digest = hashlib.sha256(f"format {_FORMAT} {sys.version}".encode())
+    package = Path(__file__).resolve().parents[1]
+    for path in sorted(p for p in package.rglob("*") if p.suffix in (".py", ".cc", ".h")):
+        digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
+    for name in _LIBRARIES:
+        try:
+            version = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            version = "-"
+        digest.update(f"{name} {version}\n".encode())
+    if jax.default_backend() == "cpu":
+        native.available()  # registers the kernel's targets, which loaded programs call
+    digest.update(f"native {native.state()}\n".encode())
+    for name in sorted(os.environ):
+        if name.startswith(("JAX_", "XLA_", "JAXPRIV_")) and name != ENV:
+            digest.update(f"{name}={os.environ[name]}\n".encode())
+    devices = [(d.platform, d.device_kind, d.id) for d in jax.devices()]
+    digest.update(repr((jax.default_backend(), devices, jax.process_count())).encode())
+    return digest.hexdigest()
+
+
+def _configuration() -> str:
+    """JAX's configuration as it is now (thread-local settings such as 64-bit types included)."""
+    holders = jax.config._value_holders  # every option JAX defines, by name
+    return repr(sorted((name, repr(holder.value)) for name, holder in holders.items()))
+
+
+def _signature(args) -> str:
+    """The shapes, types and shardings of ``args`` (arrays, ``ShapeDtypeStruct``s, scalars)."""
+    leaves, tree = jax.tree_util.tree_flatten(args)
+
+    def one(leaf):
+        sharding = getattr(leaf, "sharding", None)
+        return (tuple(np.shape(leaf)), str(np.asarray(leaf).dtype if not hasattr(leaf, "dtype")
+                                           else leaf.dtype), repr(sharding))
+    return repr((str(tree), [one(leaf) for leaf in leaves]))
+
+
+def _key(name: str, relation, config_key: tuple, args, extra: tuple) -> str | None:
+    """The program's file name, or ``None`` where it may not be kept (module docstring)."""
+    if not registry_programs.is_builtin(relation):
+        return None
+    program = registry_programs.program_key(relation)
+    text = repr((name, program if program[0] == "claim" else relation.id, config_key, extra,
+                 _signature(args), _configuration()))
+    if " at 0x" in text:  # an object without a value's repr: not a key
+        return None
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def compile(name: str, relation, config_key: tuple, jitted, *args, extra: tuple = ()) -> Any:
+    """``jitted.lower(*args).compile()``, loaded from disk where this program was kept, and kept
+    there after compiling where it may be (module docstring).
+
+    Args:
+      name: the program's name (``"search segment"``, ...).
+      relation: the relation it serves (its claim's program where it shares one).
+      config_key: every field of the engine's config but the relation id
+        (:func:`jaxpriv.engines.programs.config_key`).
+      jitted: the ``jax.jit`` function.
+      *args: its arguments (or ``ShapeDtypeStruct``s).
+      extra: anything else the program was built from.
+    Returns:
+      a :class:`jax.stages.Compiled`.
+    """
+    folder = directory()
+    key = None if folder is None else _key(name, relation, config_key, args, extra)
+    if key is not None:
+        loaded = _load(folder / f"{key}.pkl")
+        if loaded is not None:
+            _STATS["loaded"] += 1
+            return loaded
+    lowered = jitted.lower(*args)
+    _STATS["compiled"] += 1
+    if key is None:
+        return lowered.compile()
+    compiled = _compile_fresh(lowered)
+    if _save(folder, f"{key}.pkl", compiled):
+        _STATS["saved"] += 1
+    return compiled
+
+
+def _compile_fresh(lowered):
+    """``lowered.compile()`` by the backend itself, not fetched from JAX's persistent cache: an
+    executable loaded from there serializes without its kernels' code (loaded again, it fails
+    with "Function ... not found")."""
+    from jax.experimental.compilation_cache import compilation_cache as jax_cache
+
+    previous = jax.config.jax_enable_compilation_cache
+    jax.config.update("jax_enable_compilation_cache", False)
+    jax_cache.reset_cache()  # JAX decides once per process whether its cache is used
+    try:
+        return lowered.compile()
+    finally:
+        jax.config.update("jax_enable_compilation_cache", previous)
+        jax_cache.reset_cache()
+
+
+def _load(path: Path):
+    from jax.experimental import serialize_executable
+
+    try:
+        with open(path, "rb") as file:
+            version, payload, in_tree, out_tree, device_ids = pickle.load(file)
+        if version != _FORMAT:
+            return None
+        by_id = {device.id: device for device in jax.devices()}
+        os.utime(path.parent)  # the folder's last use, for pruning
+        # on the devices it was compiled for (a one-device program of a two-device process)
+        return serialize_executable.deserialize_and_load(
+            payload, in_tree, out_tree, execution_devices=[by_id[i] for i in device_ids])
+    except Exception:  # missing, partly written, from another build: compile again
+        return None
+
+
+def _save(folder: Path, name: str, compiled) -> bool:
+    """Write ``compiled`` to ``folder/name`` (atomically) where it holds no host callback."""
+    from jax.experimental import serialize_executable
+
+    unloaded = getattr(compiled._executable, "_unloaded_executable", None)
+    if unloaded is None or unloaded.host_callbacks or unloaded.keepalive or \
+            unloaded.ordered_effects or unloaded.unordered_effects:
+        return False
+    try:
+        payload, in_tree, out_tree = serialize_executable.serialize(compiled)
+        device_ids = [device.id for device in unloaded.device_list]
+        data = pickle.dumps((_FORMAT, payload, in_tree, out_tree, device_ids))
+        if not folder.is_dir():
+            folder.mkdir(parents=True, exist_ok=True)
+            _prune(folder.parent, keep=folder)
+        with tempfile.NamedTemporaryFile(dir=folder, suffix=".tmp", delete=False) as file:
+            file.write(data)
+        os.replace(file.name, folder / name)
+        return True
+    except Exception:  # a program that does not serialize, a full disk: not kept
+        return False
+
+
+def _prune(root: Path, keep: Path) -> None:
+    """Remove all but the :data:`KEEP` most recently used fingerprints' folders under ``root``."""
+    folders = sorted((p for p in root.iterdir() if p.is_dir() and p != keep),
+                     key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in folders[KEEP - 1:]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def clear_stats() -> None:
+    """Reset :func:`stats` (tests)."""
+    for name in _STATS:
+        _STATS[name] = 0
+

@@ -1,0 +1,153 @@
+"""Compiled programs kept on disk between processes (jaxpriv.engines.program_cache): a program
+loaded gives the results of one compiled, only the catalog's own relations are kept (never a
+session's, a plugin's or a replaced record), and a broken file is a miss."""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jaxpriv import registry
+from jaxpriv.engines import program_cache, programs, search, sweep
+from jaxpriv.registry import programs as claim_programs
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def kept(monkeypatch, tmp_path):
+    """Programs kept under ``tmp_path`` for the test (the suite runs with them off)."""
+    monkeypatch.setenv(program_cache.ENV, str(tmp_path / "programs"))
+    programs.clear()
+    program_cache.clear_stats()
+    yield tmp_path / "programs"
+    programs.clear()
+
+
+def _files(root: Path) -> dict[str, float]:
+    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in root.rglob("*.pkl")}
+
+
+def _envelope(result):
+    env = result.state.envelope
+    return {name: np.asarray(getattr(env, name)) for name in env._fields} | {
+        "count": np.asarray(result.state.cell_count),
+        "worst": np.asarray(result.state.worst.score)}
+
+
+def test_only_the_catalogs_own_records_are_builtin():
+    assert claim_programs.is_builtin(registry.get("R1"))
+    assert claim_programs.is_builtin(registry.get("D6.a2.d1e-5"))
+    # the same id with another bound in its place (a test's, a user's): not the catalog's
+    replaced = dataclasses.replace(registry.get("R1"), bound=lambda x, *p: 0.5 * x)
+    assert not claim_programs.is_builtin(replaced)
+    claim_instance = registry.get("D6.a2.d1e-5")
+    assert not claim_programs.is_builtin(dataclasses.replace(claim_instance,
+                                                             bound=lambda x, *p: x))
+    # a relation registered in a session under a new id
+    mine = registry.register(dataclasses.replace(registry.get("R1"), id="MINE-R1"))
+    try:
+        assert not claim_programs.is_builtin(mine)
+    finally:
+        registry.unregister("MINE-R1")
+
+
+def test_a_replaced_notion_makes_its_relations_not_builtin():
+    relation = registry.get("R1")
+    key = sorted(relation.notions)[0]
+    original = registry.notion(key)
+    registry.register(dataclasses.replace(original), replace=True)
+    try:
+        assert not claim_programs.is_builtin(relation)
+    finally:
+        registry.register(original, replace=True)
+    assert claim_programs.is_builtin(relation)
+
+
+def test_a_sweep_loaded_from_disk_equals_one_compiled(kept):
+    config = sweep.make_config("D6.a4.d1e-2", 3, 3, 6000, seed=5, chunk=2000)
+    compiled = sweep.run(config, progress=False)
+    saved = program_cache.stats()["saved"]
+    assert saved >= 2 and len(_files(kept)) == saved  # the step (and seeds) and the screen
+    before = _files(kept)
+    programs.clear()  # what a new process meets: nothing in memory
+    loaded = sweep.run(config, progress=False)
+    assert program_cache.stats()["loaded"] == saved and _files(kept) == before
+    a, b = _envelope(compiled), _envelope(loaded)
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    assert compiled.worst_slack == loaded.worst_slack
+
+
+def test_a_search_loaded_from_disk_equals_one_compiled(kept):
+    config = search.make_config("D7.a2.d1e-5", 2, 3, (1.0, 3.0), restarts=16, steps=200,
+                                segment=100)
+    compiled = search.run(config, progress=False)
+    saved = program_cache.stats()["saved"]
+    assert saved >= 2  # the segment and the float64 check of the best
+    programs.clear()
+    loaded = search.run(config, progress=False)
+    assert program_cache.stats()["loaded"] == saved
+    for a, b in zip(compiled.rows, loaded.rows):
+        for field in ("premise", "conclusion", "bound", "slack"):
+            np.testing.assert_array_equal(a[field], b[field], err_msg=field)
+
+
+def test_a_session_relation_is_never_kept(kept):
+    mine = registry.register(dataclasses.replace(registry.get("R2"), id="MINE-R2"))
+    try:
+        sweep.run(sweep.make_config("MINE-R2", 3, 3, 2000, seed=1, chunk=2000), progress=False)
+    finally:
+        registry.unregister("MINE-R2")
+    assert program_cache.stats()["saved"] == 0 and not _files(kept)
+
+
+def test_a_broken_file_is_compiled_again_and_rewritten(kept):
+    config = sweep.make_config("R2", 3, 3, 2000, seed=2, chunk=2000)
+    first = sweep.run(config, progress=False)
+    for path in kept.rglob("*.pkl"):
+        path.write_bytes(b"not a program")
+    programs.clear()
+    program_cache.clear_stats()
+    again = sweep.run(config, progress=False)
+    stats = program_cache.stats()
+    assert stats["loaded"] == 0 and stats["saved"] == stats["compiled"] >= 2
+    assert all(p.stat().st_size > 1000 for p in kept.rglob("*.pkl"))
+    np.testing.assert_array_equal(_envelope(first)["count"], _envelope(again)["count"])
+
+
+def test_old_fingerprints_are_pruned(tmp_path):
+    root = tmp_path / "programs"
+    for age, name in enumerate(["a", "b", "c", "d"]):
+        (root / name).mkdir(parents=True)
+        os.utime(root / name, (1_000_000 + age, 1_000_000 + age))
+    (root / "new").mkdir()
+    program_cache._prune(root, keep=root / "new")
+    assert sorted(p.name for p in root.iterdir()) == ["c", "d", "new"][:program_cache.KEEP]
+
+
+def test_a_second_process_loads_what_the_first_compiled(tmp_path):
+    """Two ``jaxpriv sweep`` processes: the second writes nothing (it loaded every program the
+    first kept) and its envelope is the first's, to the bit."""
+    env = dict(os.environ, **{program_cache.ENV: str(tmp_path / "programs")})
+    outs = []
+    for run in ("first", "second"):
+        out = tmp_path / run
+        proc = subprocess.run([sys.executable, "-m", "jaxpriv.cli", "sweep", "--relation",
+                               "D7.a4.d1e-5", "--n", "3", "--m", "3", "--count", "4000",
+                               "--seed", "3", "--out", str(out), "--quiet"],
+                              capture_output=True, text=True, cwd=ROOT, env=env)
+        assert proc.returncode == 0, proc.stderr
+        outs.append(out)
+        if run == "first":
+            kept = _files(tmp_path / "programs")
+            assert len(kept) >= 2
+    assert _files(tmp_path / "programs") == kept
+    assert (outs[0] / "envelope.csv").read_text() == (outs[1] / "envelope.csv").read_text()
+    first, second = (json.loads((o / "summary.json").read_text()) for o in outs)
+    assert first["worst"] == second["worst"]
