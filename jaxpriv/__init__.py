@@ -25,10 +25,10 @@ Examples:
   (False, True)
 """
 
+from jaxpriv.core.version import __version__  # first: it notes when the package was imported
 from jaxpriv.core import families
 from jaxpriv.core.errors import InputError
 from jaxpriv.core.mechanisms import Mechanism, Records
-from jaxpriv.core.version import __version__
 from jaxpriv.registry import (OPTIONAL, REQUIRED, Certificate, CheckResult, Notion, Relation,
                               Sampling, SearchHints, Source, StatisticalRelation, check, get,
                               level, load_plugin, notion, register, select, unregister)

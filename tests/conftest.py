@@ -16,6 +16,10 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
+# No compiled programs kept between processes (jaxpriv.engines.program_cache): tests replace
+# module globals and records that its key cannot see; tests/test_program_cache.py turns it on.
+os.environ["JAXPRIV_PROGRAM_CACHE"] = "off"
+
 # XLA's LLVM back end at optimization level 0 for the suite's own programs (the fused sweep
 # kernels set their level per program, as in use): the same IEEE operations compiled with fewer
 # passes. Most of the suite's time is compiling small programs once: test_pair_notions 84 s -> 65

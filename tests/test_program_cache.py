@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture
 def kept(monkeypatch, tmp_path):
-    """Programs kept under ``tmp_path`` for the test (the suite runs with them off)."""
+    """Programs kept under ``tmp_path`` for the test (the suite runs with them off:
+    tests/conftest.py)."""
     monkeypatch.setenv(program_cache.ENV, str(tmp_path / "programs"))
     programs.clear()
     program_cache.clear_stats()
@@ -84,6 +85,25 @@ def test_a_sweep_loaded_from_disk_equals_one_compiled(kept):
     assert compiled.worst_slack == loaded.worst_slack
 
 
+def test_a_claims_program_kept_by_one_instance_serves_another_exactly(kept):
+    """D7.a2's search segment, kept, then loaded by a new process's D7.a16 run: the same rows as
+    D7.a16 compiled on its own with nothing kept."""
+    def config(rid):
+        return search.make_config(rid, 2, 3, (1.0, 3.0), restarts=16, steps=200, segment=100)
+
+    search.run(config("D7.a2.d1e-5"), progress=False)
+    programs.clear()
+    program_cache.clear_stats()
+    shared = search.run(config("D7.a16.d1e-2"), progress=False)
+    assert program_cache.stats()["loaded"] >= 1
+    programs.clear()
+    os.environ[program_cache.ENV] = "off"
+    alone = search.run(config("D7.a16.d1e-2"), progress=False)
+    for a, b in zip(alone.rows, shared.rows):
+        for field in ("premise", "conclusion", "bound", "slack"):
+            np.testing.assert_array_equal(a[field], b[field], err_msg=field)
+
+
 def test_a_search_loaded_from_disk_equals_one_compiled(kept):
     config = search.make_config("D7.a2.d1e-5", 2, 3, (1.0, 3.0), restarts=16, steps=200,
                                 segment=100)
@@ -121,14 +141,41 @@ def test_a_broken_file_is_compiled_again_and_rewritten(kept):
     np.testing.assert_array_equal(_envelope(first)["count"], _envelope(again)["count"])
 
 
-def test_old_fingerprints_are_pruned(tmp_path):
+def test_old_fingerprints_are_pruned_and_nothing_else(tmp_path):
     root = tmp_path / "programs"
-    for age, name in enumerate(["a", "b", "c", "d"]):
+    names = [f"{i:024x}" for i in range(4)]
+    for age, name in enumerate(names + ["mine", "f" * 24]):
         (root / name).mkdir(parents=True)
+        if name != "mine" and name != "f" * 24:  # a folder of this cache holds its mark
+            (root / name / program_cache._MARK).write_text("x")
         os.utime(root / name, (1_000_000 + age, 1_000_000 + age))
-    (root / "new").mkdir()
-    program_cache._prune(root, keep=root / "new")
-    assert sorted(p.name for p in root.iterdir()) == ["c", "d", "new"][:program_cache.KEEP]
+    new = root / ("e" * 24)
+    new.mkdir()
+    program_cache._prune(root, keep=new)
+    kept = names[-(program_cache.KEEP - 1):]
+    assert sorted(p.name for p in root.iterdir()) == sorted(kept + ["mine", "f" * 24, new.name])
+
+
+def test_a_payload_that_is_not_the_one_written_is_a_miss(kept):
+    config = sweep.make_config("R2", 3, 3, 2000, seed=2, chunk=2000)
+    sweep.run(config, progress=False)
+    import pickle
+    for path in kept.rglob("*.pkl"):
+        fields = list(pickle.loads(path.read_bytes()))
+        fields[2] = fields[2][:-1] + bytes([fields[2][-1] ^ 1])  # one bit of the executable
+        path.write_bytes(pickle.dumps(tuple(fields)))
+    programs.clear()
+    program_cache.clear_stats()
+    sweep.run(config, progress=False)
+    assert program_cache.stats()["loaded"] == 0
+
+
+def test_a_plugin_turns_the_kept_programs_off(kept, monkeypatch):
+    from jaxpriv.registry import plugins
+
+    assert program_cache.directory() is not None
+    monkeypatch.setattr(plugins, "LOADED_PLUGINS", ["/somewhere/plugin.py"])
+    assert program_cache.directory() is None
 
 
 def test_a_second_process_loads_what_the_first_compiled(tmp_path):

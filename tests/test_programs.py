@@ -138,3 +138,39 @@ def test_a_composition_claim_shares_a_program_per_k_and_passes_its_delta():
         for field in ("conclusion", "bound", "slack"):
             np.testing.assert_allclose(np.asarray(getattr(compiled, field)),
                                        np.asarray(getattr(eager, field)), rtol=1e-12)
+
+
+def _claim_pairs():
+    """Two registered instances of every claim of the catalog's own (the accountants' call their
+    libraries) that share one program."""
+    import re
+
+    from jaxpriv.registry.store import CLAIMS, REGISTRY
+
+    pairs = []
+    for cid in sorted(c for c in CLAIMS if re.fullmatch(r"[RDC]\d+", c)):
+        by_key = {}
+        for rid, relation in REGISTRY.items():
+            if getattr(relation, "claim", None) == cid and relation.kind == "mechanism":
+                by_key.setdefault(claim_programs.program_key(relation), []).append(rid)
+        shared = [rids for key, rids in by_key.items() if key[0] == "claim" and len(rids) > 1]
+        if shared:
+            pairs.append((shared[0][0], shared[0][-1]))
+    return pairs
+
+
+@pytest.mark.parametrize("a, b", _claim_pairs())
+def test_a_claims_search_segment_holds_none_of_its_instances_values(a, b):
+    """The search segment lowered for two instances of a claim is the same program, to the text:
+    an instance's α or δ read as a constant anywhere in it (the population step once read the
+    unbound relation: D6.a2's segment carried the order 2 into D6.a4's searches) would differ."""
+    from jaxpriv.engines.search_loop import default_optimizer, initial_state, make_segment
+
+    texts = []
+    for rid in (a, b):
+        config = search.make_config(rid, 2, 2, (1.0, 2.0), restarts=4, steps=20, segment=10)
+        optimizer = default_optimizer(config)
+        values = claim_programs.traced_values(registry.get(rid), np.float32)
+        lowered = make_segment(config, optimizer).lower(initial_state(config, optimizer), values)
+        texts.append(lowered.as_text(debug_info=False))
+    assert texts[0] == texts[1]

@@ -10,15 +10,19 @@ spent 57 s (summed over its workers) tracing and 37 s lowering, of ~290 s, a sea
   ``*.h``), the versions of Python, JAX, jaxlib, NumPy, optax and the accountant libraries, the
   native kernel's state, every ``JAX_*``, ``XLA_*`` and ``JAXPRIV_*`` setting and JAX's whole
   configuration (64-bit types included) — :func:`fingerprint`;
-- the **program**: its name, the relation's claim key (:func:`jaxpriv.registry.programs.program_key`),
-  every field of the engine's config, and the shapes, types and shardings of its arguments;
-- the **machine**: the backend, every device (platform, kind, id), the process count.
+- the **program**: its name, the relation's claim key (:func:`jaxpriv.registry.programs.program_key`)
+  and options, every field of the engine's config, and the shapes, types and shardings of its
+  arguments;
+- the **machine**: the CPU's feature flags, the backend and its version, every device
+  (platform, kind, id), the process count.
 
 Only what that key determines is kept: a program of a built-in relation or claim whose record,
 notions and claim are the catalog's own objects (:func:`jaxpriv.registry.programs.is_builtin`) —
 never a plugin's, a test's replacement or a relation built in a session, whose code is outside
 the fingerprint — with no host callback (an accountant's bound calls the library: its executable
-holds a pointer to a Python function) and in a single process. Anything else compiles as
+holds a pointer to a Python function), in a single process, with no plugin loaded (a plugin's
+code could change what a built-in program computes) and no source file changed since the package
+was imported (the code running would not be the code hashed). Anything else compiles as
 before. A file that cannot be read or loaded is a miss (compiled again and rewritten). A
 program missing here is compiled by the backend, not fetched from JAX's cache (whose executables
 do not serialize again): the first run after the code changed compiles these programs as a cold
@@ -27,7 +31,8 @@ run does, and every later one loads them.
 On only where :mod:`jaxpriv.cli.jaxsetup` turns it on with JAX's persistent cache (the
 ``sweep``, ``search`` and ``audit`` commands: ``$JAXPRIV_CACHE/programs``; off with
 ``JAXPRIV_COMPILATION_CACHE=off``), or where ``JAXPRIV_PROGRAM_CACHE`` names a folder. The three
-most recently used fingerprints' folders are kept; older ones are removed when a new one starts.
+most recently used fingerprints' folders are kept; older ones (only folders this cache made) are
+removed when a new one starts. Every file carries its payload's SHA-256.
 """
 
 from __future__ import annotations
@@ -38,7 +43,9 @@ import os
 import pickle
 import shutil
 import sys
+import re
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -53,10 +60,13 @@ ENV = "JAXPRIV_PROGRAM_CACHE"
 """The folder of kept programs (``off``: none)."""
 KEEP = 3
 """Fingerprints' folders kept (the most recently used)."""
-_FORMAT = 2
+_FORMAT = 3
 _LIBRARIES = ("jax", "jaxlib", "numpy", "optax", "dp-accounting", "autodp", "opendp",
               "prv-accountant")
 _STATS = {"loaded": 0, "saved": 0, "compiled": 0}
+_TOGGLE = threading.Lock()  # one compile at a time with JAX's cache turned off
+_MARK = "jaxpriv-programs"  # the file that marks a folder as this cache's (pruning)
+_FOLDER = re.compile(r"[0-9a-f]{24}")
 
 
 def stats() -> dict[str, int]:
@@ -65,26 +75,39 @@ def stats() -> dict[str, int]:
 
 
 def directory() -> Path | None:
-    """This code's folder of kept programs, or ``None`` where they are off (or not
-    determined: several processes, a backend's devices unknown)."""
+    """This code's folder of kept programs, or ``None`` where they are off: not asked for,
+    several processes, a plugin loaded (its code may change what the catalog's programs
+    compute), or a source file changed since the package was imported (the code running may
+    not be the code on disk)."""
+    from jaxpriv.registry import plugins
+
     root = os.environ.get(ENV, "").strip()
-    if not root or root.lower() in ("off", "0", "no") or jax.process_count() > 1:
+    if not root or root.lower() in ("off", "0", "no") or jax.process_count() > 1 or \
+            plugins.LOADED_PLUGINS or plugins.LOADED_ENTRY_POINTS:
         return None
-    return Path(root).expanduser() / fingerprint()[:24]
+    found = fingerprint()
+    return None if found is None else Path(root).expanduser() / found[:24]
 
 
 @functools.cache
-def fingerprint() -> str:
+def fingerprint() -> str | None:
     """The hash of everything but the program that decides what it compiles to (module
-    docstring); computed once per process."""
+    docstring), computed once per process; ``None`` if a source file is newer than the
+    package's import."""
     from importlib import metadata
 
+    from jaxpriv.core.version import IMPORTED_AT
     from jaxpriv.kernels import native
+    from jaxpriv.kernels.native import builder
 
     digest = hashlib.sha256(f"format {_FORMAT} {sys.version}".encode())
     package = Path(__file__).resolve().parents[1]
     for path in sorted(p for p in package.rglob("*") if p.suffix in (".py", ".cc", ".h")):
+        if path.stat().st_mtime >= IMPORTED_AT:
+            return None
         digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
+    # the CPU's features (XLA compiles for the host: code for AVX-512 must not load on AVX2)
+    digest.update(builder._cpu_identity().encode() + b"\n")
     for name in _LIBRARIES:
         try:
             version = metadata.version(name)
@@ -98,7 +121,9 @@ def fingerprint() -> str:
         if name.startswith(("JAX_", "XLA_", "JAXPRIV_")) and name != ENV:
             digest.update(f"{name}={os.environ[name]}\n".encode())
     devices = [(d.platform, d.device_kind, d.id) for d in jax.devices()]
-    digest.update(repr((jax.default_backend(), devices, jax.process_count())).encode())
+    client = jax.devices()[0].client
+    digest.update(repr((jax.default_backend(), client.platform_version, devices,
+                        jax.process_count())).encode())
     return digest.hexdigest()
 
 
@@ -115,7 +140,8 @@ def _signature(args) -> str:
     def one(leaf):
         sharding = getattr(leaf, "sharding", None)
         return (tuple(np.shape(leaf)), str(np.asarray(leaf).dtype if not hasattr(leaf, "dtype")
-                                           else leaf.dtype), repr(sharding))
+                                           else leaf.dtype), repr(sharding),
+                bool(getattr(leaf, "weak_type", False)))
     return repr((str(tree), [one(leaf) for leaf in leaves]))
 
 
@@ -124,8 +150,12 @@ def _key(name: str, relation, config_key: tuple, args, extra: tuple) -> str | No
     if not registry_programs.is_builtin(relation):
         return None
     program = registry_programs.program_key(relation)
-    text = repr((name, program if program[0] == "claim" else relation.id, config_key, extra,
-                 _signature(args), _configuration()))
+    # the relation's options but the claim's traced parameters (arguments), for a record whose
+    # dict was changed in place
+    traced = registry_programs.traced_values(relation)
+    options = sorted((k, repr(v)) for k, v in relation.options.items() if k not in traced)
+    text = repr((name, program if program[0] == "claim" else relation.id, options, config_key,
+                 extra, _signature(args), _configuration()))
     if " at 0x" in text:  # an object without a value's repr: not a key
         return None
     return hashlib.sha256(text.encode()).hexdigest()
@@ -157,26 +187,32 @@ def compile(name: str, relation, config_key: tuple, jitted, *args, extra: tuple 
     _STATS["compiled"] += 1
     if key is None:
         return lowered.compile()
-    compiled = _compile_fresh(lowered)
-    if _save(folder, f"{key}.pkl", compiled):
+    compiled, fresh = _compile_fresh(lowered)
+    if fresh and _save(folder, f"{key}.pkl", compiled):
         _STATS["saved"] += 1
     return compiled
 
 
 def _compile_fresh(lowered):
-    """``lowered.compile()`` by the backend itself, not fetched from JAX's persistent cache: an
-    executable loaded from there serializes without its kernels' code (loaded again, it fails
-    with "Function ... not found")."""
+    """``lowered.compile()`` by the backend itself, not fetched from JAX's persistent cache (an
+    executable loaded from there serializes without its kernels' code: loaded again, it fails
+    with "Function ... not found"), and whether it was: ``(compiled, fresh)``. JAX's in-memory
+    cache may still answer with an executable this process made before (the sweeps' shared seed
+    program), perhaps loaded from disk: not fresh, never kept."""
+    from jax._src.interpreters import pxla
     from jax.experimental.compilation_cache import compilation_cache as jax_cache
 
-    previous = jax.config.jax_enable_compilation_cache
-    jax.config.update("jax_enable_compilation_cache", False)
-    jax_cache.reset_cache()  # JAX decides once per process whether its cache is used
-    try:
-        return lowered.compile()
-    finally:
-        jax.config.update("jax_enable_compilation_cache", previous)
-        jax_cache.reset_cache()
+    with _TOGGLE:
+        previous = jax.config.jax_enable_compilation_cache
+        jax.config.update("jax_enable_compilation_cache", False)
+        jax_cache.reset_cache()  # JAX decides once per process whether its cache is used
+        try:
+            hits = pxla._cached_compilation.cache_info().hits
+            compiled = lowered.compile()
+            return compiled, pxla._cached_compilation.cache_info().hits == hits
+        finally:
+            jax.config.update("jax_enable_compilation_cache", previous)
+            jax_cache.reset_cache()
 
 
 def _load(path: Path):
@@ -184,32 +220,39 @@ def _load(path: Path):
 
     try:
         with open(path, "rb") as file:
-            version, payload, in_tree, out_tree, device_ids = pickle.load(file)
-        if version != _FORMAT:
+            version, digest, payload, in_tree, out_tree, device_ids = pickle.load(file)
+        if version != _FORMAT or hashlib.sha256(payload).hexdigest() != digest:
             return None
         by_id = {device.id: device for device in jax.devices()}
-        os.utime(path.parent)  # the folder's last use, for pruning
         # on the devices it was compiled for (a one-device program of a two-device process)
-        return serialize_executable.deserialize_and_load(
+        loaded = serialize_executable.deserialize_and_load(
             payload, in_tree, out_tree, execution_devices=[by_id[i] for i in device_ids])
     except Exception:  # missing, partly written, from another build: compile again
         return None
+    try:
+        os.utime(path.parent)  # the folder's last use, for pruning (a read-only one: no matter)
+    except OSError:
+        pass
+    return loaded
 
 
 def _save(folder: Path, name: str, compiled) -> bool:
     """Write ``compiled`` to ``folder/name`` (atomically) where it holds no host callback."""
     from jax.experimental import serialize_executable
 
-    unloaded = getattr(compiled._executable, "_unloaded_executable", None)
-    if unloaded is None or unloaded.host_callbacks or unloaded.keepalive or \
-            unloaded.ordered_effects or unloaded.unordered_effects:
-        return False
     try:
+        unloaded = compiled._executable._unloaded_executable
+        if unloaded.host_callbacks or unloaded.keepalive or unloaded.ordered_effects or \
+                unloaded.unordered_effects:
+            return False
         payload, in_tree, out_tree = serialize_executable.serialize(compiled)
         device_ids = [device.id for device in unloaded.device_list]
-        data = pickle.dumps((_FORMAT, payload, in_tree, out_tree, device_ids))
-        if not folder.is_dir():
+        data = pickle.dumps((_FORMAT, hashlib.sha256(payload).hexdigest(), payload, in_tree,
+                             out_tree, device_ids))
+        if not (folder / _MARK).is_file():
             folder.mkdir(parents=True, exist_ok=True)
+            (folder / _MARK).write_text("compiled programs of jaxpriv "
+                                        "(jaxpriv.engines.program_cache)\n")
             _prune(folder.parent, keep=folder)
         with tempfile.NamedTemporaryFile(dir=folder, suffix=".tmp", delete=False) as file:
             file.write(data)
@@ -220,8 +263,10 @@ def _save(folder: Path, name: str, compiled) -> bool:
 
 
 def _prune(root: Path, keep: Path) -> None:
-    """Remove all but the :data:`KEEP` most recently used fingerprints' folders under ``root``."""
-    folders = sorted((p for p in root.iterdir() if p.is_dir() and p != keep),
+    """Remove all but the :data:`KEEP` most recently used fingerprints' folders under ``root``:
+    only folders this cache made (a fingerprint's name, holding its mark), never another."""
+    folders = sorted((p for p in root.iterdir() if p.is_dir() and p != keep and
+                      _FOLDER.fullmatch(p.name) and (p / _MARK).is_file()),
                      key=lambda p: p.stat().st_mtime, reverse=True)
     for old in folders[KEEP - 1:]:
         shutil.rmtree(old, ignore_errors=True)

@@ -131,7 +131,8 @@ def make_segment(config, optimizer: optax.GradientTransformation):
 
     def segment(state: SearchState, values) -> SearchState:
         exploring = (state.step > 0) & (state.step < config.explore * config.steps)
-        state = jax.lax.cond(exploring, lambda s: _explore(config, s), lambda s: s, state)
+        state = jax.lax.cond(exploring, lambda s: _explore(config, s, values), lambda s: s,
+                             state)
         params, opt_state, best_params, best_score = sharded(
             state.params, state.opt_state, state.best_params, state.best_score, state.step,
             values)
@@ -145,7 +146,7 @@ def make_segment(config, optimizer: optax.GradientTransformation):
                    compiler_options=fused.program_options(config.n, config.m, _work(config)))
 
 
-def _explore(config, state: SearchState) -> SearchState:
+def _explore(config, state: SearchState, values) -> SearchState:
     """Population step: at every grid point the worst quarter of the restarts (taken from the
     second half only; the first half always runs undisturbed) restart from the best quarter's
     best parameters, perturbed; a quarter of them start instead from the best *mechanisms* of
@@ -156,7 +157,7 @@ def _explore(config, state: SearchState) -> SearchState:
     moving = R // 4
     if moving == 0:
         return state
-    relation = registry.get(config.relation)
+    relation = relation_at(config, values)[0]  # at the claim's traced values, as the steps
     setup = config.setup
     grid = jnp.asarray(config.grid, jnp.float32)
     eps = jnp.float32(config.param)

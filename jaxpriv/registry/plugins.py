@@ -21,6 +21,10 @@ LOADED_PLUGINS: list[str] = []
 same ones."""
 
 
+LOADED_ENTRY_POINTS: list[str] = []
+"""Installed packages' ``jaxpriv.plugins`` entry points loaded in this process, by name."""
+
+
 def load_plugin(path: str | Path) -> None:
     """Run a plugin file (it registers its notions and relations with :func:`register`).
 
@@ -92,6 +96,7 @@ def load_plugins(files=(), entry_points: bool = True) -> None:
     from importlib.metadata import entry_points as find
 
     for point in find(group=PLUGIN_GROUP):
+        LOADED_ENTRY_POINTS.append(point.name)
         try:
             loaded = point.load()
             if callable(loaded):
