@@ -15,6 +15,7 @@ import pytest
 from jaxpriv import registry
 from jaxpriv.engines import program_cache, programs, search, sweep
 from jaxpriv.registry import programs as claim_programs
+from test_programs import _envelope
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,13 +33,6 @@ def kept(monkeypatch, tmp_path):
 
 def _files(root: Path) -> dict[str, float]:
     return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in root.rglob("*.pkl")}
-
-
-def _envelope(result):
-    env = result.state.envelope
-    return {name: np.asarray(getattr(env, name)) for name in env._fields} | {
-        "count": np.asarray(result.state.cell_count),
-        "worst": np.asarray(result.state.worst.score)}
 
 
 def test_only_the_catalogs_own_records_are_builtin():
