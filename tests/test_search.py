@@ -286,3 +286,15 @@ def test_rare_output_starts_reach_mironovs_two_output_optimum_at_both_seeds():
         assert row["premise"] <= 3.0 * (1 + 1e-9)
         assert row["conclusion"] >= 13.0756 * (1 - 1e-4), (seed, row)
         assert 1.0 < row["slack"] <= 1.10993 * (1 + 1e-4)
+
+
+def test_a_search_that_aborted_xla_at_optimization_level_1_compiles():
+    """At XLA's backend optimization level 1, LLVM aborted the process compiling this segment
+    (8 restarts, a root-found Rényi premise retraction) on AVX-512: "Cannot select: v16f32 =
+    X86ISD::SUBV_BROADCAST_LOAD ... In function: compare_select_fusion.5" — no error to catch.
+    The engines' programs compile at level 2 (kernels.fused.program_options); a crash here
+    fails the test run."""
+    config = search.make_config("D7.a2.d1e-5", 2, 3, (1.0, 3.0), restarts=8, steps=100,
+                                segment=100)
+    result = search.run(config, progress=False)
+    assert result.rows and not any(np.isnan(r["slack"]) for r in result.rows)

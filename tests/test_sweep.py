@@ -322,7 +322,7 @@ def test_program_options_trade_run_speed_for_compile_time_only_for_short_runs():
     assert short["xla_cpu_use_fusion_emitters"] is False
     assert "xla_cpu_use_fusion_emitters" not in long
     assert "xla_cpu_use_fusion_emitters" not in fused.program_options(4, 4)
-    assert short["xla_backend_optimization_level"] == long["xla_backend_optimization_level"] == 1
+    assert short["xla_backend_optimization_level"] == long["xla_backend_optimization_level"] == 2
 
 
 def test_a_short_sweep_is_bit_for_bit_the_same_with_either_fusion_emitters(monkeypatch):

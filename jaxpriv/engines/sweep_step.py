@@ -203,7 +203,7 @@ def plan_step(config, relation, use_fused: bool | None = None,
 
 
 def xla_options(config, plan: StepPlan) -> dict[str, Any]:
-    """The step's XLA compiler options: level 1
+    """The step's XLA compiler options: level 2
     (:func:`jaxpriv.kernels.fused.program_options`; for a short sweep also the
     cheaper-to-compile fusion emitters, bit for bit the same here) where native kernels draw
     and screen (what is left to XLA is small), else :func:`jaxpriv.kernels.fused.compiler_options`:

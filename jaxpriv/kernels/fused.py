@@ -171,7 +171,7 @@ mechanisms × n × m for a sweep) a program's compile costs more than its run on
 def program_options(n: int, m: int, work: float | None = None) -> dict[str, str | int] | None:
     """XLA options for the engines' compiled programs (sweep steps, search segments and their
     float64 re-evaluation) on mechanisms of shape ``(n, m)``: :func:`compiler_options`, and on
-    a CPU the backend's optimization level 1 instead of 3; for a program that runs less than
+    a CPU the backend's optimization level 2 instead of 3; for a program that runs less than
     :data:`COMPILE_BOUND_WORK` (``work``: entries of K it evaluates; ``None``: a long run, 0: a
     one-shot program), also XLA:CPU's elemental fusion emitters instead of its MLIR ones.
 
@@ -187,12 +187,19 @@ def program_options(n: int, m: int, work: float | None = None) -> dict[str, str 
     float32 trajectory depends on which emitters compiled it (a deterministic function of its
     config); a natively drawn and screened sweep step is bit for bit the same with either.
 
+    Level 2, not 1 (2026-11-28): at level 1 LLVM aborted the process compiling a search segment
+    with 8 restarts on one device and a root-found premise retraction (D6, D7, D8 at n = 2–3,
+    m = 3–4; "Cannot select: v16f32 = X86ISD::SUBV_BROADCAST_LOAD", AVX-512), an abort no code
+    can catch; level 2 compiled every such case, as fast or faster (R5 3.08 → 2.80 s, D6 3.28
+    → 2.77 s, D8 3.20 → 3.09 s), its segments as fast (D6 0.58 → 0.48 s, D8 3.23 → 2.87 s) to
+    the same best scores; the 63 quick-audit verdicts are identical.
+
     Examples:
       >>> options = program_options(8, 8, work=0)  # a one-shot program: compile it cheaply
     """
     if jax.default_backend() != "cpu":
         return None
-    options = {**(compiler_options(n, m) or {}), "xla_backend_optimization_level": 1}
+    options = {**(compiler_options(n, m) or {}), "xla_backend_optimization_level": 2}
     if work is not None and work < COMPILE_BOUND_WORK:
         options["xla_cpu_use_fusion_emitters"] = False
     return options
