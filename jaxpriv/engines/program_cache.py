@@ -120,9 +120,9 @@ def fingerprint() -> str | None:
     for name in sorted(os.environ):
         if name.startswith(("JAX_", "XLA_", "JAXPRIV_")) and name != ENV:
             digest.update(f"{name}={os.environ[name]}\n".encode())
-    devices = [(d.platform, d.device_kind, d.id) for d in jax.devices()]
-    client = jax.devices()[0].client
-    digest.update(repr((jax.default_backend(), client.platform_version, devices,
+    devices = jax.devices()
+    digest.update(repr((jax.default_backend(), devices[0].client.platform_version,
+                        [(d.platform, d.device_kind, d.id) for d in devices],
                         jax.process_count())).encode())
     return digest.hexdigest()
 
@@ -139,8 +139,8 @@ def _signature(args) -> str:
 
     def one(leaf):
         sharding = getattr(leaf, "sharding", None)
-        return (tuple(np.shape(leaf)), str(np.asarray(leaf).dtype if not hasattr(leaf, "dtype")
-                                           else leaf.dtype), repr(sharding),
+        dtype = leaf.dtype if hasattr(leaf, "dtype") else np.result_type(leaf)
+        return (np.shape(leaf), str(dtype), repr(sharding),
                 bool(getattr(leaf, "weak_type", False)))
     return repr((str(tree), [one(leaf) for leaf in leaves]))
 
