@@ -24,7 +24,13 @@ ROOT = Path(__file__).resolve().parents[1]
 def kept(monkeypatch, tmp_path):
     """Programs kept under ``tmp_path`` for the test (the suite runs with them off:
     tests/conftest.py)."""
+    from jaxpriv.registry import plugins
+
     monkeypatch.setenv(program_cache.ENV, str(tmp_path / "programs"))
+    # no plugin loaded, whatever an earlier test of this worker loaded (the suite shares one
+    # process per worker; a loaded plugin turns the kept programs off)
+    monkeypatch.setattr(plugins, "LOADED_PLUGINS", [])
+    monkeypatch.setattr(plugins, "LOADED_ENTRY_POINTS", [])
     programs.clear()
     program_cache.clear_stats()
     yield tmp_path / "programs"
@@ -170,6 +176,27 @@ def test_a_plugin_turns_the_kept_programs_off(kept, monkeypatch):
     assert program_cache.directory() is not None
     monkeypatch.setattr(plugins, "LOADED_PLUGINS", ["/somewhere/plugin.py"])
     assert program_cache.directory() is None
+
+
+def test_a_source_changed_since_import_turns_them_off_and_a_clock_ahead_does_not(monkeypatch):
+    """The package's files are compared with their state at import, not with the clock: a file
+    changed, added or removed since turns the kept programs off; files whose times are ahead of
+    this machine's clock (a checkout copied from another machine) do not."""
+    from jaxpriv.core import version
+
+    now = version.source_files()
+    assert now == version.SOURCES_AT_IMPORT and program_cache.fingerprint.__wrapped__()
+    first = next(iter(now))
+    changed = dict(now, **{first: (now[first][0] + 1, now[first][1])})
+    monkeypatch.setattr(version, "SOURCES_AT_IMPORT", changed)
+    assert program_cache.fingerprint.__wrapped__() is None
+    monkeypatch.setattr(version, "SOURCES_AT_IMPORT", {k: now[k] for k in list(now)[1:]})
+    assert program_cache.fingerprint.__wrapped__() is None  # a file added since import
+    ahead = {name: (mtime + 10**9 * 86_400 * 365, size) for name, (mtime, size) in now.items()}
+    monkeypatch.setattr(version, "source_files", lambda: ahead)
+    monkeypatch.setattr(version, "SOURCES_AT_IMPORT", ahead)
+    assert program_cache.fingerprint.__wrapped__() == program_cache.fingerprint.__wrapped__()
+    assert program_cache.fingerprint.__wrapped__() is not None
 
 
 def test_a_second_process_loads_what_the_first_compiled(tmp_path):

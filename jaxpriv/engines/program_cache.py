@@ -92,20 +92,21 @@ def directory() -> Path | None:
 @functools.cache
 def fingerprint() -> str | None:
     """The hash of everything but the program that decides what it compiles to (module
-    docstring), computed once per process; ``None`` if a source file is newer than the
-    package's import."""
+    docstring), computed once per process; ``None`` if a source file was changed, added or
+    removed since the package was imported (:data:`jaxpriv.core.version.SOURCES_AT_IMPORT`)."""
     from importlib import metadata
 
-    from jaxpriv.core.version import IMPORTED_AT
+    from jaxpriv.core import version
     from jaxpriv.kernels import native
     from jaxpriv.kernels.native import builder
 
     digest = hashlib.sha256(f"format {_FORMAT} {sys.version}".encode())
     package = Path(__file__).resolve().parents[1]
-    for path in sorted(p for p in package.rglob("*") if p.suffix in (".py", ".cc", ".h")):
-        if path.stat().st_mtime >= IMPORTED_AT:
-            return None
-        digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
+    sources = version.source_files()
+    if sources != version.SOURCES_AT_IMPORT:
+        return None
+    for name in sources:
+        digest.update(name.encode() + b"\0" + (package / name).read_bytes())
     # the CPU's features (XLA compiles for the host: code for AVX-512 must not load on AVX2)
     digest.update(builder._cpu_identity().encode() + b"\n")
     for name in _LIBRARIES:
