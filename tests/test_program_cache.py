@@ -219,3 +219,23 @@ def test_a_second_process_loads_what_the_first_compiled(tmp_path):
     assert (outs[0] / "envelope.csv").read_text() == (outs[1] / "envelope.csv").read_text()
     first, second = (json.loads((o / "summary.json").read_text()) for o in outs)
     assert first["worst"] == second["worst"]
+
+
+def test_a_killed_writes_leftovers_are_swept_and_a_fresh_one_is_left(kept):
+    """A ``*.tmp`` file older than :data:`program_cache.ORPHAN_SECONDS` is a killed process's
+    partial write: the next process that saves there removes it; one being written now stays."""
+    config = sweep.make_config("R2", 3, 3, 2000, seed=2, chunk=2000)
+    sweep.run(config, progress=False)
+    folder = next(kept.iterdir())
+    stale, fresh = folder / "stale.tmp", folder / "fresh.tmp"
+    for path in (stale, fresh):
+        path.write_bytes(b"half a program")
+    old = stale.stat().st_mtime - 2 * program_cache.ORPHAN_SECONDS
+    os.utime(stale, (old, old))
+    for path in folder.glob("*.pkl"):  # a program to save again
+        path.unlink()
+    programs.clear()
+    program_cache._sweep_orphans.cache_clear()
+    sweep.run(config, progress=False)
+    assert program_cache.stats()["saved"] >= 1
+    assert not stale.exists() and fresh.exists()

@@ -46,6 +46,7 @@ import sys
 import re
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -241,6 +242,7 @@ def _save(folder: Path, name: str, compiled) -> bool:
     """Write ``compiled`` to ``folder/name`` (atomically) where it holds no host callback."""
     from jax.experimental import serialize_executable
 
+    temporary = None
     try:
         unloaded = compiled._executable._unloaded_executable
         if unloaded.host_callbacks or unloaded.keepalive or unloaded.ordered_effects or \
@@ -255,12 +257,33 @@ def _save(folder: Path, name: str, compiled) -> bool:
             (folder / _MARK).write_text("compiled programs of jaxpriv "
                                         "(jaxpriv.engines.program_cache)\n")
             _prune(folder.parent, keep=folder)
+        _sweep_orphans(folder)
         with tempfile.NamedTemporaryFile(dir=folder, suffix=".tmp", delete=False) as file:
+            temporary = Path(file.name)
             file.write(data)
-        os.replace(file.name, folder / name)
+        os.replace(temporary, folder / name)
         return True
     except Exception:  # a program that does not serialize, a full disk: not kept
+        if temporary is not None:
+            temporary.unlink(missing_ok=True)
         return False
+
+
+ORPHAN_SECONDS = 600.0
+"""A ``*.tmp`` file untouched this long is a killed process's partial write (a program's write
+takes well under a second): removed."""
+
+
+@functools.cache
+def _sweep_orphans(folder: Path) -> None:
+    """Remove partial writes that a killed process left in ``folder`` (once per process)."""
+    now = time.time()
+    for path in folder.glob("*.tmp"):
+        try:
+            if now - path.stat().st_mtime > ORPHAN_SECONDS:
+                path.unlink()
+        except OSError:  # another process's, removed or renamed meanwhile
+            pass
 
 
 def _prune(root: Path, keep: Path) -> None:
