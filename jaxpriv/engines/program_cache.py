@@ -55,7 +55,8 @@ import numpy as np
 
 from jaxpriv.registry import programs as registry_programs
 
-__all__ = ["ENV", "KEEP", "clear_stats", "compile", "directory", "fingerprint", "stats"]
+__all__ = ["ENV", "KEEP", "clear_stats", "compile", "directory", "fingerprint", "signature",
+           "stats"]
 
 ENV = "JAXPRIV_PROGRAM_CACHE"
 """The folder of kept programs (``off``: none)."""
@@ -135,7 +136,7 @@ def _configuration() -> str:
     return repr(sorted((name, repr(holder.value)) for name, holder in holders.items()))
 
 
-def _signature(args) -> str:
+def signature(args) -> str:
     """The shapes, types and shardings of ``args`` (arrays, ``ShapeDtypeStruct``s, scalars)."""
     leaves, tree = jax.tree_util.tree_flatten(args)
 
@@ -157,7 +158,7 @@ def _key(name: str, relation, config_key: tuple, args, extra: tuple) -> str | No
     traced = registry_programs.traced_values(relation)
     options = sorted((k, repr(v)) for k, v in relation.options.items() if k not in traced)
     text = repr((name, program if program[0] == "claim" else relation.id, options, config_key,
-                 extra, _signature(args), _configuration()))
+                 extra, signature(args), _configuration()))
     if " at 0x" in text:  # an object without a value's repr: not a key
         return None
     return hashlib.sha256(text.encode()).hexdigest()

@@ -21,7 +21,7 @@ from typing import Any, Callable, Hashable
 from jaxpriv.engines import program_cache
 from jaxpriv.registry import programs as registry_programs
 
-__all__ = ["LIMIT", "aot", "cached", "clear", "compiler", "config_key"]
+__all__ = ["LIMIT", "aot", "cached", "clear", "compiler", "config_key", "kept"]
 
 LIMIT = 48
 """Programs kept (the least recently used go first): an audit worker meets each claim's a few
@@ -60,6 +60,16 @@ def aot(name: str, relation, config, jitted, *args, extra: tuple = ()) -> Any:
     ``extra``), loaded from disk where a previous process kept it and kept there after
     compiling where it may be (:func:`jaxpriv.engines.program_cache.compile`)."""
     return program_cache.compile(name, relation, config_key(config), jitted, *args, extra=extra)
+
+
+def kept(name: str, relation, config, jitted: Callable[[], Any], *args, extra: tuple = ()) -> Any:
+    """:func:`aot` of ``jitted()`` on ``args``, kept in this process by :func:`cached` (key:
+    ``name``, the claim, ``config``, ``extra`` and the arguments' shapes and types) and on disk
+    by :func:`jaxpriv.engines.program_cache.compile`: the one way an engine's program is built
+    and found again. ``jitted`` is called only where neither holds the program."""
+    return cached(name, relation, config,
+                  lambda: aot(name, relation, config, jitted(), *args, extra=extra),
+                  *extra, program_cache.signature(args))
 
 
 def compiler(relation, config) -> Callable[..., Any]:

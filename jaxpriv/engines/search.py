@@ -381,8 +381,8 @@ def _run(config: SearchConfig, out_dir: Path | None, resume: bool, progress: boo
     values = registry.programs.traced_values(relation, np.float32)
 
     if shared:  # the default optimizer's program: the same for every instance, kept on disk
-        compiled = programs.cached("search segment", relation, config, lambda: programs.aot(
-            "search segment", relation, config, make_segment(config, optimizer), state, values))
+        compiled = programs.kept("search segment", relation, config,
+                                 lambda: make_segment(config, optimizer), state, values)
     else:
         compiled = make_segment(config, optimizer).lower(state, values).compile()
     compile_seconds = time.perf_counter() - began

@@ -120,13 +120,11 @@ def _checked_candidates(config, params: Params
 
     values = _values(config)
     with jax.enable_x64(True):
-        program = programs.cached(
-            "float64 check of the best", base, config, lambda: programs.aot(
-                "float64 check of the best", base, config, jax.jit(
-                    score_build_and_check,
-                    compiler_options=fused.program_options(config.n, config.m, work=0)),
-                params, values),
-            tuple(np.shape(a) for a in jax.tree_util.tree_leaves(params)))
+        program = programs.kept(
+            "float64 check of the best", base, config, lambda: jax.jit(
+                score_build_and_check,
+                compiler_options=fused.program_options(config.n, config.m, work=0)),
+            params, values)
         order, mechs, arrays = program(params, values)
         return (np.asarray(order), mechs,
                 registry.CheckResult(base.id, *(np.asarray(a) for a in arrays)))

@@ -236,24 +236,19 @@ def float64_screen(config: SweepConfig, relation, options) -> Callable[[Mechanis
     values = registry.programs.traced_values(relation, np.float64)
     fixed = {key: value for key, value in options.items() if key not in values}
 
-    def build():
-        with jax.enable_x64(True):
-            f64 = jnp.float64
-            shape = Mechanism(jax.ShapeDtypeStruct((k, n, m), f64),
-                              jax.ShapeDtypeStruct((k, n), f64), jax.ShapeDtypeStruct((k, n), f64),
-                              jax.ShapeDtypeStruct((k, m), f64) if has_values else None,
-                              spec.records)
+    def screen(mech, at_values):
+        at = registry.programs.bind(relation, at_values)
+        result = registry.evaluate(at, mech, **fixed, **at_values)
+        return result.violated, jnp.where(result.condition_holds, result.slack, jnp.inf)
 
-            def screen(mech, at_values):
-                at = registry.programs.bind(relation, at_values)
-                result = registry.evaluate(at, mech, **fixed, **at_values)
-                return result.violated, jnp.where(result.condition_holds, result.slack, jnp.inf)
-
-            return programs.aot("float64 screen", relation, config, jax.jit(screen), shape,
-                                values, extra=extra)
-
-    extra = tuple(sorted(fixed.items()))
-    compiled = programs.cached("float64 screen", relation, config, build, extra)
+    with jax.enable_x64(True):
+        f64 = jnp.float64
+        shape = Mechanism(jax.ShapeDtypeStruct((k, n, m), f64),
+                          jax.ShapeDtypeStruct((k, n), f64), jax.ShapeDtypeStruct((k, n), f64),
+                          jax.ShapeDtypeStruct((k, m), f64) if has_values else None,
+                          spec.records)
+        compiled = programs.kept("float64 screen", relation, config, lambda: jax.jit(screen),
+                                 shape, values, extra=tuple(sorted(fixed.items())))
     return lambda mech: compiled(mech, values)
 
 
