@@ -239,3 +239,15 @@ def test_a_killed_writes_leftovers_are_swept_and_a_fresh_one_is_left(kept):
     sweep.run(config, progress=False)
     assert program_cache.stats()["saved"] >= 1
     assert not stale.exists() and fresh.exists()
+
+
+def test_a_write_that_fails_leaves_no_temporary_file(kept, monkeypatch):
+    """A program whose write fails (here: the rename into place) is not kept, and its temporary
+    file is removed: nothing partial stays in the folder."""
+    def refuse(*args):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(program_cache.os, "replace", refuse)
+    sweep.run(sweep.make_config("R2", 3, 3, 2000, seed=2, chunk=2000), progress=False)
+    assert program_cache.stats()["compiled"] >= 2 and program_cache.stats()["saved"] == 0
+    assert not list(kept.rglob("*.tmp")) and not list(kept.rglob("*.pkl"))

@@ -266,7 +266,10 @@ def _save(folder: Path, name: str, compiled) -> bool:
         return True
     except Exception:  # a program that does not serialize, a full disk: not kept
         if temporary is not None:
-            temporary.unlink(missing_ok=True)
+            try:
+                temporary.unlink(missing_ok=True)
+            except OSError:  # the folder went away or turned read-only meanwhile
+                pass
         return False
 
 
