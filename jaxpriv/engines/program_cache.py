@@ -65,14 +65,15 @@ KEEP = 3
 _FORMAT = 3
 _LIBRARIES = ("jax", "jaxlib", "numpy", "optax", "dp-accounting", "autodp", "opendp",
               "prv-accountant")
-_STATS = {"loaded": 0, "saved": 0, "compiled": 0}
+_STATS = {"loaded": 0, "saved": 0, "compiled": 0, "broken": 0}
 _TOGGLE = threading.Lock()  # one compile at a time with JAX's cache turned off
 _MARK = "jaxpriv-programs"  # the file that marks a folder as this cache's (pruning)
 _FOLDER = re.compile(r"[0-9a-f]{24}")
 
 
 def stats() -> dict[str, int]:
-    """Programs this process loaded from disk, saved to it, and compiled without it."""
+    """Programs this process loaded from disk, saved to it, compiled without it, and loaded but
+    found broken on their first run (compiled instead, their file removed)."""
     return dict(_STATS)
 
 
@@ -177,15 +178,16 @@ def compile(name: str, relation, config_key: tuple, jitted, *args, extra: tuple 
       *args: its arguments (or ``ShapeDtypeStruct``s).
       extra: anything else the program was built from.
     Returns:
-      a :class:`jax.stages.Compiled`.
+      a :class:`jax.stages.Compiled` (one loaded from disk checks its first run: ``_CheckedOnce``).
     """
     folder = directory()
     key = None if folder is None else _key(name, relation, config_key, args, extra)
     if key is not None:
-        loaded = _load(folder / f"{key}.pkl")
+        path = folder / f"{key}.pkl"
+        loaded = _load(path)
         if loaded is not None:
             _STATS["loaded"] += 1
-            return loaded
+            return _CheckedOnce(loaded, path, lambda: jitted.lower(*args).compile())
     lowered = jitted.lower(*args)
     _STATS["compiled"] += 1
     if key is None:
@@ -194,6 +196,40 @@ def compile(name: str, relation, config_key: tuple, jitted, *args, extra: tuple 
     if fresh and _save(folder, f"{key}.pkl", compiled):
         _STATS["saved"] += 1
     return compiled
+
+
+class _CheckedOnce:
+    """A program loaded from disk whose first call runs to completion on copies of its
+    arguments before it is trusted. An executable that XLA:CPU compiled while an equal function
+    was already in the process can serialize without that function's code, and then fails only
+    when run ("Error dispatching computation: Function slice_bitcast_fusion not found", seen
+    once in CI): its file is removed and the program is compiled instead, its
+    result the compiled one's. Copies, because a program may donate its arguments."""
+
+    def __init__(self, loaded, path: Path, compile_fresh):
+        self._program, self._path, self._compile_fresh = loaded, path, compile_fresh
+        self._checked = False
+
+    def __call__(self, *args):
+        if self._checked:
+            return self._program(*args)
+        try:
+            copies = jax.tree_util.tree_map(
+                lambda a: a.copy() if isinstance(a, jax.Array) else a, args)
+            result = jax.block_until_ready(self._program(*copies))
+        except Exception:  # not runnable as kept: compile it, forget the file
+            _STATS["broken"] += 1
+            try:
+                self._path.unlink(missing_ok=True)
+            except OSError:
+                pass
+            self._program = self._compile_fresh()
+            result = self._program(*args)
+        self._checked = True
+        return result
+
+    def __getattr__(self, name):
+        return getattr(self._program, name)
 
 
 def _compile_fresh(lowered):
