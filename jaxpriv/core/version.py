@@ -3,10 +3,6 @@
 __version__ = "0.1.0"
 
 import os as _os
-import time as _time
-
-IMPORTED_AT = _time.time()
-"""When this process began importing the package (this module comes first)."""
 
 _SOURCE_SUFFIXES = (".py", ".cc", ".h")
 

@@ -51,9 +51,13 @@ constexpr double kLargeExponent = 600.0;  // beyond, e^{t L} would near overflow
 // expm1(x) and phi(x) = e^x - 1 - x, phi without cancellation near 0: its series x^2/2! + ... +
 // x^6/6! for |x| < 1/100 (the remainder is below 3e-14 of the sum there), else expm1(x) - x
 // (relative error below 5e-14 for |x| >= 1/100).
+inline double phi_series(double x) {
+  return x * x * (0.5 + x * (1.0 / 6.0 + x * (1.0 / 24.0 + x * (1.0 / 120.0 + x / 720.0))));
+}
+
 inline void expm1_phi(double x, double* em1, double* f) {
   if (std::fabs(x) < 0.01) {
-    *f = x * x * (0.5 + x * (1.0 / 6.0 + x * (1.0 / 24.0 + x * (1.0 / 120.0 + x / 720.0))));
+    *f = phi_series(x);
     *em1 = *f + x;
   } else {
     *em1 = std::expm1(x);
@@ -137,10 +141,8 @@ inline double fast_log1p(double s) {
 
 // phi(x) = e^x - 1 - x as expm1_phi's value, branch-free (both forms, then a select).
 inline double fast_phi(double x) {
-  const double series =
-      x * x * (0.5 + x * (1.0 / 6.0 + x * (1.0 / 24.0 + x * (1.0 / 120.0 + x / 720.0))));
   const double direct = fast_expm1(x) - x;
-  return std::fabs(x) < 0.01 ? series : direct;
+  return std::fabs(x) < 0.01 ? phi_series(x) : direct;
 }
 
 struct Pair {
