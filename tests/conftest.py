@@ -20,14 +20,17 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
 # module globals and records that its key cannot see; tests/test_program_cache.py turns it on.
 os.environ["JAXPRIV_PROGRAM_CACHE"] = "off"
 
-# XLA's LLVM back end at optimization level 0 for the suite's own programs (the fused sweep
-# kernels set their level per program, as in use): the same IEEE operations compiled with fewer
-# passes. Most of the suite's time is compiling small programs once: test_pair_notions 84 s -> 65
-# s, test_sweep 163 s -> 141 s on the 2-core EPYC. JAXPRIV_TEST_OPTIMIZED=1 tests the default.
-if not os.environ.get("JAXPRIV_TEST_OPTIMIZED") and \
-        "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = " ".join(
-        [os.environ.get("XLA_FLAGS", ""), "--xla_backend_optimization_level=0"]).strip()
+# XLA's LLVM back end at optimization level 0 and its elemental fusion emitters for the suite's
+# own programs (the fused sweep kernels set both per program, as in use): the same IEEE
+# operations compiled with fewer passes. Most of the suite's time is compiling small programs
+# once: level 0, test_pair_notions 84 s -> 65 s, test_sweep 163 s -> 141 s (AVX-512 EPYC); the
+# elemental emitters then, test_pair_notions 111 s -> 76 s, test_search 243 s -> 194 s (2-core
+# AVX2 EPYC, where the whole suite had grown to 33 minutes). JAXPRIV_TEST_OPTIMIZED=1 tests the
+# defaults; tests/test_default_compilation.py runs a part of the suite that way in every run.
+if not os.environ.get("JAXPRIV_TEST_OPTIMIZED"):
+    for _flag in ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false"):
+        if _flag.split("=")[0] not in os.environ.get("XLA_FLAGS", ""):
+            os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), _flag]).strip()
 
 import jax  # noqa: E402 - after the cache settings above
 import numpy as np  # noqa: E402
@@ -118,7 +121,9 @@ def pytest_report_header(config):
         march = f"none ({error})"
     level = next((f.split("=", 1)[1] for f in flags.split()
                   if f.startswith("--xla_backend_optimization_level")), "default")
-    return (f"jaxpriv ISA paths (XLA optimization level {level}): NumPy dispatch "
+    emitters = "elemental" if "--xla_cpu_use_fusion_emitters=false" in flags else "default"
+    return (f"jaxpriv ISA paths (XLA optimization level {level}, {emitters} fusion emitters): "
+            f"NumPy dispatch "
             f"{widest[0] if widest else 'baseline'} "
             f"(NPY_DISABLE_CPU_FEATURES={os.environ.get('NPY_DISABLE_CPU_FEATURES', '')!r}), "
             f"XLA {xla}, native kernel -march={march}")

@@ -93,7 +93,7 @@ def test_a_claims_program_kept_by_one_instance_serves_another_exactly(kept):
     """D7.a2's search segment, kept, then loaded by a new process's D7.a16 run: the same rows as
     D7.a16 compiled on its own with nothing kept."""
     def config(rid):
-        return search.make_config(rid, 2, 3, (1.0, 3.0), restarts=16, steps=200, segment=100)
+        return search.make_config(rid, 2, 3, (1.0, 3.0), restarts=4, steps=100, segment=50)
 
     search.run(config("D7.a2.d1e-5"), progress=False)
     programs.clear()
@@ -109,8 +109,8 @@ def test_a_claims_program_kept_by_one_instance_serves_another_exactly(kept):
 
 
 def test_a_search_loaded_from_disk_equals_one_compiled(kept):
-    config = search.make_config("D7.a2.d1e-5", 2, 3, (1.0, 3.0), restarts=16, steps=200,
-                                segment=100)
+    config = search.make_config("D7.a2.d1e-5", 2, 3, (1.0, 3.0), restarts=4, steps=100,
+                                segment=50)
     compiled = search.run(config, progress=False)
     saved = program_cache.stats()["saved"]
     assert saved >= 2  # the segment and the float64 check of the best

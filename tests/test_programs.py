@@ -70,7 +70,7 @@ def test_a_sweep_run_on_a_shared_program_equals_one_run_on_its_own():
 
 def test_a_search_run_on_a_shared_program_equals_one_run_on_its_own():
     def config(rid):
-        return search.make_config(rid, 2, 3, (1.0, 3.0), restarts=16, steps=200, segment=100)
+        return search.make_config(rid, 2, 3, (1.0, 3.0), restarts=4, steps=100, segment=50)
 
     programs.clear()
     alone = search.run(config("D8.d1e-2"), progress=False)
