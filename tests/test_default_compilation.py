@@ -23,7 +23,8 @@ TESTS = [
     "tests/test_search.py::test_search_reaches_the_certified_optimum_within_one_percent[R1-0.0]",
 ]
 
-SUITE_FLAGS = ("--xla_backend_optimization_level", "--xla_cpu_use_fusion_emitters")
+SUITE_FLAGS = ("--xla_backend_optimization_level", "--xla_cpu_use_fusion_emitters",
+               "--xla_cpu_parallel_codegen_split_count")
 
 
 def test_sensitive_tests_pass_compiled_at_xlas_defaults(tmp_path):
