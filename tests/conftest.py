@@ -106,46 +106,6 @@ def too_tight_relation():
     registry.REGISTRY.pop(relation.id, None)
 
 
-# The files that took half a minute or more (2-core AVX2 EPYC, 2026-11-28, seconds summed over
-# their tests), longest first: the two workers start on them and the short files fill in at the
-# end. Handed out by number of tests (xdist's default), the 52 s of
-# test_default_compilation.py's one test and test_group.py's 146 s in 9 tests came last, and one
-# worker finished minutes before the other.
-LONGEST_FILES = (
-    "test_search.py",  # 217 s
-    "test_audit.py",  # 184
-    "test_group.py",  # 146
-    "test_sweep.py",  # 140
-    "test_native_pair_levels.py",  # 120
-    "test_programs.py",  # 105
-    "test_native.py",  # 99
-    "test_fused_databases.py",  # 74
-    "test_program_cache.py",  # 73
-    "test_cli.py",  # 73
-    "test_plugins.py",  # 69
-    "test_statistical_audit.py",  # 69
-    "test_retractions.py",  # 59
-    "test_database_search.py",  # 59
-    "test_pair_notions.py",  # 53
-    "test_pair_blocks.py",  # 52
-    "test_default_compilation.py",  # 52
-    "test_dp_relations.py",  # 49
-    "test_faults.py",  # 46
-    "test_accountant_relations.py",  # 41
-    "test_fused.py",  # 40
-    "test_relations.py",  # 36
-    "test_composed_native.py",  # 36
-    "test_databases.py",  # 35
-)
-
-
-def pytest_collection_modifyitems(config, items):
-    """The longest files first (:data:`LONGEST_FILES`), the rest in their usual order; a file's
-    tests keep theirs."""
-    rank = {name: i for i, name in enumerate(LONGEST_FILES)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
-
-
 def pytest_report_header(config):
     """Which instruction-set paths this run tests (``.ci/run`` caps them at AVX2); shown at the
     start without ``-q``, and at the end always (:func:`pytest_terminal_summary`)."""
