@@ -30,9 +30,10 @@ os.environ["JAXPRIV_PROGRAM_CACHE"] = "off"
 # And each program's machine code generated in one piece, not split over threads: the suite's two
 # workers keep both cores busy already (test_pair_notions 93 -> 85 s of CPU time; the code is
 # the same, only how LLVM's work is divided).
+SUITE_XLA_FLAGS = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false",
+                   "--xla_cpu_parallel_codegen_split_count=1")
 if not os.environ.get("JAXPRIV_TEST_OPTIMIZED"):
-    for _flag in ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false",
-                  "--xla_cpu_parallel_codegen_split_count=1"):
+    for _flag in SUITE_XLA_FLAGS:
         if _flag.split("=")[0] not in os.environ.get("XLA_FLAGS", ""):
             os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), _flag]).strip()
 

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import SUITE_XLA_FLAGS
+
 ROOT = Path(__file__).resolve().parents[1]
 
 TESTS = [
@@ -23,8 +25,7 @@ TESTS = [
     "tests/test_search.py::test_search_reaches_the_certified_optimum_within_one_percent[R1-0.0]",
 ]
 
-SUITE_FLAGS = ("--xla_backend_optimization_level", "--xla_cpu_use_fusion_emitters",
-               "--xla_cpu_parallel_codegen_split_count")
+SUITE_FLAGS = tuple(flag.split("=")[0] for flag in SUITE_XLA_FLAGS)
 
 
 def test_sensitive_tests_pass_compiled_at_xlas_defaults(tmp_path):
