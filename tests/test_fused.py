@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from jaxpriv.core import notions
 from jaxpriv.kernels import fused, samplers
 from jaxpriv.core.mechanisms import Mechanism
-from tests.conftest import random_prior, random_stochastic
+from tests.conftest import random_prior, random_stochastic, sample
 
 
 def _reference_levels(mech: Mechanism) -> dict[str, jax.Array]:
@@ -95,7 +95,7 @@ def test_fused_on_sampler_output_including_extremes():
     """The sweep's own mechanisms: Dirichlet rows down to concentration 1e-2, sharp Gaussian
     logits, k-RR up to ε = 8, sparse rows, ε-close priors and tilted beliefs."""
     spec = samplers.SamplerSpec(8, 8, belief_eps_max=1.0)
-    mech32 = samplers.sample(jax.random.key(3), 4096, spec)
+    mech32 = sample(jax.random.key(3), 4096, spec)
     with jax.enable_x64(True):
         mech64 = mech32.astype(jnp.float64)
         want = {k: np.asarray(v) for k, v in reference_levels(mech64).items()}
@@ -119,9 +119,9 @@ def test_fused_property_random_shapes(n, m, seed, zeros):
 def test_batch_shapes_and_single_mechanism(x64):
     mech = random_batch(5, 6, 3, 4)
     stacked = jax.tree_util.tree_map(lambda a: a.reshape((2, 3) + a.shape[1:]), mech)
-    levels = fused.record_levels(stacked.log_K, stacked.log_prior, stacked.log_belief)
+    levels = jax.jit(fused.record_levels)(stacked.log_K, stacked.log_prior, stacked.log_belief)
     assert levels.abp.shape == (2, 3)
-    one = fused.record_levels(mech.log_K[4], mech.log_prior[4], mech.log_belief[4])
+    one = jax.jit(fused.record_levels)(mech.log_K[4], mech.log_prior[4], mech.log_belief[4])
     assert one.mbp.shape == ()
     np.testing.assert_allclose(one.abp, levels.abp[1, 1], rtol=1e-12)
 
@@ -131,7 +131,7 @@ def test_compiler_options_keep_the_levels_and_apply_only_to_short_axes_on_cpu():
     instead of YNNPACK fusions): a performance choice that must not change the levels."""
     assert fused.compiler_options(8, 8) == {"xla_cpu_experimental_ynn_fusion_type": ""}
     assert fused.compiler_options(9, 4) is None and fused.compiler_options(4, 16) is None
-    mech = samplers.sample(jax.random.key(11), 2048, samplers.SamplerSpec(8, 8,
+    mech = sample(jax.random.key(11), 2048, samplers.SamplerSpec(8, 8,
                                                                           belief_eps_max=1.0))
     def levels(K, prior, belief):
         return fused.record_levels(K, prior, belief, kernel="xla")._asdict()
@@ -148,15 +148,15 @@ def test_compiler_options_keep_the_levels_and_apply_only_to_short_axes_on_cpu():
 def test_one_tile_off_the_cpu_runs_without_a_loop(monkeypatch):
     """On an accelerator the tiles would run one after another; there the default is one
     tile, computed without lax.map. Same levels as the tiled CPU path."""
-    mech = samplers.sample(jax.random.key(12), 700, samplers.SamplerSpec(5, 6,
+    mech = sample(jax.random.key(12), 700, samplers.SamplerSpec(5, 6,
                                                                          belief_eps_max=1.0))
     args = (mech.log_K, mech.log_prior, mech.log_belief)
-    tiled = fused.record_levels(*args, tile=64, kernel="xla")
+    tiled = jax.jit(lambda *a: fused.record_levels(*a, tile=64, kernel="xla"))(*args)
     assert "scan" in str(jax.make_jaxpr(lambda *a: fused.record_levels(*a, tile=64,
                                                                        kernel="xla"))(*args))
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
     assert "scan" not in str(jax.make_jaxpr(fused.record_levels)(*args))
-    whole = fused.record_levels(*args)
+    whole = jax.jit(fused.record_levels)(*args)  # traced after the patch: one tile
     for name, a, b in zip(tiled._fields, tiled, whole):
         a, b = np.asarray(a), np.asarray(b)
         np.testing.assert_array_equal(np.isinf(a), np.isinf(b), err_msg=name)

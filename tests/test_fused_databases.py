@@ -13,6 +13,7 @@ from jaxpriv.core import databases
 from jaxpriv.engines import sweep
 from jaxpriv.kernels import fused, native, samplers
 from jaxpriv.core.mechanisms import Mechanism, Records
+from tests.conftest import sample
 
 FIELDS = fused.DatabaseLevels._fields
 REFERENCE = dict(dp=databases.dp, bdp=databases.bdp, sp=databases.sp, bsp=databases.bsp,
@@ -94,7 +95,7 @@ def test_every_level_matches_the_float64_reference(native_kernel, kernel, k, r, 
 def test_the_sweeps_own_draws_match_the_float64_reference(native_built):
     """What a database relation's sweep draws (k = 2, r = 3): the same levels."""
     config = sweep.make_config("R7", 8, 8, 4096, chunk=4096, k=2, r=3)
-    mech = samplers.sample(jax.random.key(5), 4096, sweep.sampler_spec(config))
+    mech = sample(jax.random.key(5), 4096, sweep.sampler_spec(config))
     want, got = reference(mech), screened(mech)
     for name in FIELDS:
         assert_close(got[name], want[name], name)

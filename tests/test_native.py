@@ -13,6 +13,7 @@ import pytest
 
 from jaxpriv.kernels import fused, native, samplers
 from jaxpriv.kernels.native import builder
+from tests.conftest import sample
 from tests.test_fused import assert_levels_close, random_batch, reference_levels
 
 FIELDS = fused.RecordLevels._fields
@@ -52,7 +53,7 @@ def test_native_matches_xla_kernel_on_sampler_output_including_extremes(native_b
     """The sweep's own mechanisms (Dirichlet rows to concentration 1e-2, sharp logits, k-RR to
     ε = 8, sparse rows, ε-close priors, tilted beliefs) agree with the XLA kernel to float32
     rounding, and with the float64 reference."""
-    mech = samplers.sample(jax.random.key(3), 8192, samplers.SamplerSpec(8, 8,
+    mech = sample(jax.random.key(3), 8192, samplers.SamplerSpec(8, 8,
                                                                         belief_eps_max=1.0))
     args = (mech.log_K, mech.log_prior, mech.log_belief)
     got = native_levels(*args)
@@ -240,7 +241,7 @@ def test_portable_builds_give_the_levels_of_the_native_build(native_built, monke
         finite = np.isfinite(theirs)
         np.testing.assert_allclose(ours[finite], theirs[finite], rtol=1e-5, atol=1e-5)
     for shape, seed in (((8, 8), 3), ((3, 7), 4)):  # compiled-in and generic shapes
-        mech = samplers.sample(jax.random.key(seed), 1003, samplers.SamplerSpec(
+        mech = sample(jax.random.key(seed), 1003, samplers.SamplerSpec(
             *shape, belief_eps_max=1.0))
         args = (mech.log_K, mech.log_prior, mech.log_belief)
         portable = dict(zip(FIELDS, jax.jit(lambda *a: native._call(target, *a))(*args)))
@@ -403,7 +404,7 @@ def test_levels_without_abp_are_the_same_levels(native_built, shape):
     """A sweep whose relation needs no ABP asks the kernel to skip it (its JS terms are most of
     the work): the other four levels must be bit for bit those of the full kernel, and ABP
     must come back as None, never as an unwritten buffer."""
-    mech = samplers.sample(jax.random.key(8), 1003, samplers.SamplerSpec(*shape,
+    mech = sample(jax.random.key(8), 1003, samplers.SamplerSpec(*shape,
                                                                           belief_eps_max=1.0))
     args = (mech.log_K, mech.log_prior, mech.log_belief)
     full = jax.jit(native.record_levels)(*args)
