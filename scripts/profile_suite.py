@@ -25,7 +25,6 @@ import collections
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 # JAX's event names (jax._src.dispatch and jax._src.compiler), what the summary calls them
@@ -66,9 +65,8 @@ def pytest_configure(config):
 
 
 def _write(record):
-    if _state["out"] is not None:
-        _state["out"].write(json.dumps(record) + "\n")
-        _state["out"].flush()
+    _state["out"].write(json.dumps(record) + "\n")
+    _state["out"].flush()
 
 
 def pytest_runtest_logstart(nodeid, location):
@@ -86,11 +84,8 @@ def pytest_runtest_logreport(report):
 # ---------------------------------------------------------------------------- the summary
 
 def load(directory: Path) -> list[dict]:
-    files = sorted(directory.glob("*.jsonl"))
-    if not files:
-        raise SystemExit(f"profile_suite: no *.jsonl in {directory} (record with "
-                         f"`pytest -p profile_suite --compile-profile {directory}`)")
-    return [json.loads(line) for path in files for line in path.open() if line.strip()]
+    return [json.loads(line) for path in sorted(directory.glob("*.jsonl"))
+            for line in path.open() if line.strip()]
 
 
 def summarize(records: list[dict], top: int) -> str:
@@ -144,12 +139,13 @@ def main(argv=None) -> int:
     if not args.directory.is_dir():
         print(f"profile_suite: {args.directory} is not a directory", file=sys.stderr)
         return 2
-    started = time.perf_counter()
-    text = summarize(load(args.directory), args.top)
-    print(text)
-    print(f"\n(summarized in {time.perf_counter() - started:.1f} s)", file=sys.stderr)
+    records = load(args.directory)
+    if not records:
+        print(f"profile_suite: no recorded events in {args.directory} (record with `pytest -p "
+              f"profile_suite --compile-profile {args.directory}`)", file=sys.stderr)
+        return 2
+    print(summarize(records, args.top))
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,4 +1,5 @@
 import atexit
+import functools
 import os
 import shutil
 import tempfile
@@ -71,16 +72,17 @@ def random_prior(rng: np.random.Generator, n: int, concentration: float = 1.0) -
     return rng.dirichlet(np.full(n, concentration))
 
 
+@functools.cache
+def _jitted_sample():
+    from jaxpriv.kernels import samplers
+    return jax.jit(samplers.sample, static_argnums=(1, 2, 3))
+
+
 def sample(key, count: int, spec, kernel: str = "xla"):
     """``jaxpriv.kernels.samplers.sample`` compiled as one program. Called op by op, one draw
     of a new shape dispatches ~150 small XLA programs (~6 s of the suite's time each;
     docs/development.md, "Where the suite's time goes")."""
-    from jaxpriv.kernels import samplers
-    return _SAMPLE.setdefault("jitted", jax.jit(samplers.sample, static_argnums=(1, 2, 3)))(
-        key, count, spec, kernel)
-
-
-_SAMPLE: dict = {}
+    return _jitted_sample()(key, count, spec, kernel)
 
 
 def skip_without_native_kernel():

@@ -119,11 +119,11 @@ def test_fused_property_random_shapes(n, m, seed, zeros):
 def test_batch_shapes_and_single_mechanism(x64):
     mech = random_batch(5, 6, 3, 4)
     stacked = jax.tree_util.tree_map(lambda a: a.reshape((2, 3) + a.shape[1:]), mech)
-    levels = jax.jit(fused.record_levels)(stacked.log_K, stacked.log_prior, stacked.log_belief)
-    assert levels.abp.shape == (2, 3)
-    one = jax.jit(fused.record_levels)(mech.log_K[4], mech.log_prior[4], mech.log_belief[4])
-    assert one.mbp.shape == ()
-    np.testing.assert_allclose(one.abp, levels.abp[1, 1], rtol=1e-12)
+    levels = fused_levels(stacked)
+    assert levels["abp"].shape == (2, 3)
+    one = fused_levels(jax.tree_util.tree_map(lambda a: a[4], mech))
+    assert one["mbp"].shape == ()
+    np.testing.assert_allclose(one["abp"], levels["abp"][1, 1], rtol=1e-12)
 
 
 def test_compiler_options_keep_the_levels_and_apply_only_to_short_axes_on_cpu():
@@ -151,14 +151,14 @@ def test_one_tile_off_the_cpu_runs_without_a_loop(monkeypatch):
     mech = sample(jax.random.key(12), 700, samplers.SamplerSpec(5, 6,
                                                                          belief_eps_max=1.0))
     args = (mech.log_K, mech.log_prior, mech.log_belief)
-    tiled = jax.jit(lambda *a: fused.record_levels(*a, tile=64, kernel="xla"))(*args)
+    tiled = fused_levels(mech, tile=64, kernel="xla")
     assert "scan" in str(jax.make_jaxpr(lambda *a: fused.record_levels(*a, tile=64,
                                                                        kernel="xla"))(*args))
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
     assert "scan" not in str(jax.make_jaxpr(fused.record_levels)(*args))
-    whole = jax.jit(fused.record_levels)(*args)  # traced after the patch: one tile
-    for name, a, b in zip(tiled._fields, tiled, whole):
-        a, b = np.asarray(a), np.asarray(b)
+    whole = fused_levels(mech)  # traced after the patch: one tile
+    for name in tiled:
+        a, b = np.asarray(tiled[name]), np.asarray(whole[name])
         np.testing.assert_array_equal(np.isinf(a), np.isinf(b), err_msg=name)
         # a level is a difference of O(1) logs: a few float32 ulps of those (2.4e-7 measured
         # on a small MBP) apart where XLA fuses the two paths differently

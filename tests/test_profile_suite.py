@@ -2,6 +2,7 @@
 events (docs/development.md) — its summary of recorded events, and the plugin in a pytest run."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -40,7 +41,7 @@ def test_a_recorded_run_is_summarized_and_a_missing_directory_is_one_line(tmp_pa
          "-p", "profile_suite", "--compile-profile", str(tmp_path / "profile"),
          "--rootdir", str(tmp_path), "-c", "/dev/null", str(test)],
         capture_output=True, text=True, cwd=tmp_path, timeout=300,
-        env={**__import__("os").environ, "PYTHONPATH": str(ROOT / "scripts")})
+        env={**os.environ, "PYTHONPATH": str(ROOT / "scripts")})
     assert record.returncode == 0, record.stdout + record.stderr
     lines = [json.loads(line) for path in (tmp_path / "profile").glob("*.jsonl")
              for line in path.open()]

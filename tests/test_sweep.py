@@ -19,6 +19,7 @@ from jaxpriv.engines import checks, settings, subject, sweep, sweep_state, sweep
 from jaxpriv.kernels import fused, native, samplers
 from jaxpriv.core.errors import InputError
 from jaxpriv.core.mechanisms import Mechanism, Records
+from tests.conftest import sample
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,7 +37,7 @@ def assert_same(a, b):
 
 def test_samplers_are_valid_and_spread():
     spec = samplers.SamplerSpec(6, 5, prior="close", belief_eps_max=1.0, values=True)
-    mech = jax.jit(samplers.sample, static_argnums=(1, 2))(jax.random.key(3), 4000, spec)
+    mech = sample(jax.random.key(3), 4000, spec)
     K = np.exp(np.asarray(mech.log_K, np.float64))
     np.testing.assert_allclose(K.sum(-1), 1.0, atol=1e-5)
     assert (K.max(-1) > 0).all() and (K == 0).any()  # sparse ones exist, no empty row
