@@ -11,10 +11,13 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     _cache = tempfile.mkdtemp(prefix="jaxpriv-test-compilation-cache-")
     atexit.register(shutil.rmtree, _cache, ignore_errors=True)
     os.environ["JAX_COMPILATION_CACHE_DIR"] = _cache
-    # every program, however quick to compile, as the command line caches them (the suite's
-    # processes compile the same small float64 checks again and again: test_group + test_cli
-    # 234 s -> 217 s on the 2-core EPYC)
-    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    # every program that took 0.1 s or more to compile: the suite's processes compile the same
+    # float64 checks again and again (test_group + test_cli 234 s -> 217 s on the 2-core EPYC
+    # against JAX's 1 s). Not every program, as the command line does: writing each of the
+    # ~9,000 one-operation programs (~20 ms to compile) cost more than it saved (2-core AVX2
+    # EPYC, one worker: test_abp_envelope + test_samplers 85/84 s at 0 against 78 s at 0.1;
+    # test_cli + test_faults 145 s at 0, 143 s at 0.1; test_group 111 s either way)
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.1")
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
 # No compiled programs kept between processes (jaxpriv.engines.program_cache): tests replace
