@@ -385,8 +385,11 @@ def rr_eps_composed(eps, k: int, delta) -> Float[Array, "*b"]:
 
 def _over_rr(pair_value, eps, k: int, at) -> Float[Array, "*b"]:
     """``pair_value(rr_loss(ε, k), at)`` for every ε and ``at`` (broadcast together)."""
-    k = checked_uses(k)
-    eps = jnp.asarray(eps)
+    return _over_rr_program(pair_value, jnp.asarray(eps), checked_uses(k), at)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 2))  # one program (op by op: dozens per shape)
+def _over_rr_program(pair_value, eps, k: int, at):
     eps, at = jnp.broadcast_arrays(eps, jnp.asarray(at, eps.dtype))
     value = jax.vmap(lambda e, a: pair_value(rr_loss(e, k), a))(eps.reshape(-1), at.reshape(-1))
     return value.reshape(eps.shape)

@@ -218,6 +218,7 @@ class Mechanism:
         return dataclasses.replace(self, **changes)
 
 
+@jax.jit  # one program per shape: op by op, ~14 small ones (astype on the host, every check)
 def _renormalized(log_w):
     """``log w − log Σ w`` over the last axis (unchanged where the sum is 0, never NaN)."""
     from jax.scipy.special import logsumexp

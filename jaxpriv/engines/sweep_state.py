@@ -46,11 +46,14 @@ def _empty_best(cells: int, n: int, m: int) -> Best:
 
 
 def initial_state(config) -> SweepState:
-    """The empty accumulator of a :class:`jaxpriv.engines.sweep.SweepConfig`."""
-    return SweepState(_empty_best(config.cells, config.n, config.m),
-                      _empty_best(1, config.n, config.m),
-                      jnp.zeros((config.cells,), jnp.int32), jnp.zeros((), jnp.int32),
-                      jnp.zeros((), jnp.int32))
+    """The empty accumulator of a :class:`jaxpriv.engines.sweep.SweepConfig` (one program; op by
+    op, a dozen small ones per new shape)."""
+    def empty():
+        return SweepState(_empty_best(config.cells, config.n, config.m),
+                          _empty_best(1, config.n, config.m),
+                          jnp.zeros((config.cells,), jnp.int32), jnp.zeros((), jnp.int32),
+                          jnp.zeros((), jnp.int32))
+    return jax.jit(empty)()
 
 
 def _merge_best(best: Best, cell, score, index, mech: Mechanism, values) -> Best:

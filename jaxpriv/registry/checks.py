@@ -21,6 +21,7 @@ from jaxpriv.registry import programs
 from jaxpriv.registry.store import notion
 
 
+@jax.jit  # one program per shape (host callers: op by op, ~8 small programs a new shape)
 def slack(bound, conclusion, atol: float = ATOL):
     """``bound / conclusion`` with ``x/0 = +∞`` and ``∞/∞ = +∞`` (an infinite bound is vacuous).
 
