@@ -9,9 +9,14 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from jaxpriv.cli import commands, runs
+from jaxpriv.cli import commands, jaxsetup, runs
 from jaxpriv.cli.parser import _parser
 from jaxpriv.core.errors import InputError
+
+ONE_SHOT = ("eval", "check", "show", "compose")
+"""Commands that compile programs but start no run: they use the persistent compilation cache
+too (``jaxpriv eval`` of a 4×4 mechanism compiles 81 programs, 12.5 s every time without it;
+:func:`jaxpriv.cli.jaxsetup.use_compilation_cache`)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -33,6 +38,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in ("out", "sweep"):  # '--out=~/x' reaches us unexpanded
             if isinstance(getattr(args, name, None), str):
                 setattr(args, name, str(Path(getattr(args, name)).expanduser()))
+        if args.command in ONE_SHOT:
+            jaxsetup.use_compilation_cache()  # sweep, search and audit start JAX themselves
         registry.load_plugins(args.plugin)
         # looked up when called, so a test can replace one command
         command = {"eval": commands._eval, "check": commands._check, "sweep": runs._sweep,

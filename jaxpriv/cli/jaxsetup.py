@@ -1,6 +1,7 @@
 """JAX started for the ``sweep``, ``search`` and ``audit`` commands, before it runs anything:
-one device per CPU core, the persistent compilation cache (:func:`cache_directory`), and the
-process group the flags or the environment name (:mod:`jaxpriv.engines.group`)."""
+one device per CPU core, the persistent compilation cache (:func:`cache_directory`; the
+commands that start no run use it too, :func:`use_compilation_cache`), and the process group
+the flags or the environment name (:mod:`jaxpriv.engines.group`)."""
 
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ PROGRAM_CACHE = "programs"
 
 
 def cache_directory() -> Path | None:
-    """Where ``sweep``, ``search`` and ``audit`` keep JAX's persistent compilation cache, so a
-    second run does not compile again: :data:`COMPILATION_CACHE` under jaxpriv's cache root;
+    """Where jaxpriv's commands keep JAX's persistent compilation cache, so a second run does
+    not compile again: :data:`COMPILATION_CACHE` under jaxpriv's cache root;
     ``None`` when ``JAXPRIV_COMPILATION_CACHE=off``, or when the user set JAX's own
     ``JAX_COMPILATION_CACHE_DIR`` (then JAX uses that)."""
     import os
@@ -49,7 +50,7 @@ def _start_jax(devices: int | None, args=None) -> None:
     note, and the run compiles as usual), and the process group ``args`` names, if any
     (:func:`_join_group`)."""
     _use_cpu_cores(devices)
-    _use_compilation_cache()
+    use_compilation_cache()
     if args is not None:
         _join_group(args)
 
@@ -88,7 +89,7 @@ def _join_group(args) -> None:
               f"{found.address}; process 0 prints and writes the results", file=sys.stderr)
 
 
-def _use_compilation_cache() -> None:
+def use_compilation_cache() -> None:
     """JAX's persistent compilation cache at :func:`cache_directory`, unless turned off."""
     import os
 
