@@ -147,5 +147,6 @@ def main(argv=None) -> int:
     print(summarize(records, args.top))
     return 0
 
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -187,28 +187,34 @@ def seed_native_library(cache):
     shutil.copy2(built, cache / "native" / built.name)
 
 
+def _cached_cli(tmp_path):
+    """A runner of ``jaxpriv ARGS`` in a subprocess whose cache root is ``tmp_path/cache`` and
+    whose JAX cache settings are jaxpriv's own (every program kept, however quick), and the
+    folder of its compilation cache."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_PERSISTENT_CACHE")
+           and k != "JAX_COMPILATION_CACHE_DIR"}
+    env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"  # every program, however quick
+    cache = tmp_path / "cache"
+    seed_native_library(cache)  # what is tested is XLA's cache, not a 5-16 s native build
+
+    def run(args, **settings):
+        done = subprocess.run([sys.executable, "-m", "jaxpriv.cli", *map(str, args)],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                              env={**env, "JAXPRIV_CACHE": str(cache), **settings})
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+    return run, cache / "jax-compilation"
+
+
 def test_a_second_sweep_loads_its_programs_from_the_compilation_cache(tmp_path):
     """The persistent compilation cache is on by default (``JAXPRIV_CACHE`` moves jaxpriv's
     cache root, ``JAXPRIV_COMPILATION_CACHE=off`` disables it): the first run fills it, a
     second run with the same shapes adds nothing."""
-    import os
-    import subprocess
-    import sys
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_PERSISTENT_CACHE")
-           and k != "JAX_COMPILATION_CACHE_DIR"}
-    env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"  # every program, however quick
-    command = [sys.executable, "-m", "jaxpriv.cli", "sweep", "--relation", "R2", "--n", "3",
-               "--m", "3", "--count", "5000", "--quiet"]
-    cache = tmp_path / "cache"
-    compiled = cache / "jax-compilation"
-    seed_native_library(cache)  # what is tested is XLA's cache, not a 5-16 s native build
+    run, compiled = _cached_cli(tmp_path)
 
     def sweep(out, **settings):
-        done = subprocess.run(command + ["--out", str(tmp_path / out)], capture_output=True,
-                              text=True, env={**env, "JAXPRIV_CACHE": str(cache), **settings},
-                              cwd=tmp_path, timeout=300)
-        assert done.returncode == 0, done.stderr
+        run(["sweep", "--relation", "R2", "--n", "3", "--m", "3", "--count", "5000", "--quiet",
+             "--out", tmp_path / out], **settings)
 
     sweep("off", JAXPRIV_COMPILATION_CACHE="off")
     assert not compiled.exists()
@@ -217,7 +223,7 @@ def test_a_second_sweep_loads_its_programs_from_the_compilation_cache(tmp_path):
     assert entries
     sweep("second")
     assert sorted(p.name for p in compiled.iterdir()) == entries
-    first, second = ((tmp_path / run / "envelope.csv").read_text() for run in ("first", "second"))
+    first, second = ((tmp_path / name / "envelope.csv").read_text() for name in ("first", "second"))
     assert first == second
 
 
@@ -226,25 +232,12 @@ def test_a_command_that_starts_no_run_uses_the_compilation_cache_too(tmp_path):
     same cache: the first call fills it, a second adds nothing and prints the same; with
     ``JAXPRIV_COMPILATION_CACHE=off`` nothing is written. (``eval`` of a 4×4 mechanism: 81
     programs, ~13 s every time without the cache, ~5 s warm on a 2-core EPYC.)"""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_PERSISTENT_CACHE")
-           and k != "JAX_COMPILATION_CACHE_DIR"}
-    env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"  # every program, however quick
-    cache = tmp_path / "cache"
-    compiled = cache / "jax-compilation"
-    seed_native_library(cache)
-
-    def check(**settings):
-        done = subprocess.run([sys.executable, "-m", "jaxpriv.cli", "check", "R5",
-                               str(ROOT / "examples" / "krr4.json")], capture_output=True,
-                              text=True, env={**env, "JAXPRIV_CACHE": str(cache), **settings},
-                              cwd=tmp_path, timeout=300)
-        assert done.returncode == 0, done.stderr
-        return done.stdout
-
-    off = check(JAXPRIV_COMPILATION_CACHE="off")
+    run, compiled = _cached_cli(tmp_path)
+    check = ["check", "R5", ROOT / "examples" / "krr4.json"]
+    off = run(check, JAXPRIV_COMPILATION_CACHE="off")
     assert not compiled.exists()
-    first = check()
+    first = run(check)
     entries = sorted(p.name for p in compiled.iterdir())
     assert entries
-    assert check() == first == off
+    assert run(check) == first == off
     assert sorted(p.name for p in compiled.iterdir()) == entries

@@ -99,8 +99,7 @@ def test_float64_mode_draws_float64():
     with jax.enable_x64(True):
         u = samplers.uniform(jax.random.key(4), (8,))
         assert u.dtype == jnp.float64
-        mech = sample(jax.random.key(5), 16,
-                                                              samplers.SamplerSpec(3, 4))
+        mech = sample(jax.random.key(5), 16, samplers.SamplerSpec(3, 4))
         assert mech.log_K.dtype == jnp.float64
         np.testing.assert_allclose(np.exp(np.asarray(mech.log_K)).sum(-1), 1.0, rtol=1e-6)
 
