@@ -269,6 +269,27 @@ def test_foreign_and_old_checkpoints_are_refused(sweep_runs, tmp_path, capsys):
     assert_one_line_error(code, err, "different settings (seed)")
 
 
+def test_a_search_checkpoint_of_the_earlier_state_layout_is_refused_in_one_line(tmp_path):
+    """Before each restart kept the mechanism its best parameters build (``best_built``), a
+    search's checkpoint held three arrays fewer: resuming one says why, never misreads it."""
+    config = search.make_config("R1", 2, 2, (0.5,), restarts=2, steps=20, segment=10)
+    search.run(config, tmp_path, progress=False, max_segments=1)
+    checkpoint = tmp_path / search.STATE_FILE
+    with np.load(checkpoint) as data:
+        arrays = {k: data[k] for k in data.files}
+    leaves = sorted((k for k in arrays if k != "meta"), key=lambda k: int(k[1:]))
+    for key in leaves[-3:]:  # best_built: the state's last three leaves
+        del arrays[key]
+    np.savez(checkpoint.with_suffix(".tmp.npz"), **arrays)
+    os.replace(checkpoint.with_suffix(".tmp.npz"), checkpoint)
+    io.previous_path(checkpoint).unlink(missing_ok=True)
+    with pytest.raises(InputError) as error:
+        search.run(config, tmp_path, resume=True, progress=False)
+    message = str(error.value)
+    assert "arrays differ" in message and "the version that started it" in message
+    assert "\n" not in message
+
+
 def test_a_damaged_statistical_checkpoint_falls_back_too(tmp_path, capsys):
     config = sweep.make_config("R14", None, None, 4096, 1, 1024, t_max=200, draws=50)
     whole = sweep.run(config, tmp_path / "whole", progress=False)

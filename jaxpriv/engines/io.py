@@ -355,7 +355,9 @@ def load_state(path: Path, like: Any, config: dict[str, Any],
         if len(leaves) != len(like_leaves) or any(
                 a.shape != np.shape(b) or a.dtype != np.asarray(b).dtype
                 for a, b in zip(leaves, like_leaves)):
-            raise InputError(f"{file}: not a checkpoint of this kind of run (its arrays differ)")
+            raise InputError(f"{file}: not a checkpoint of this kind of run, or one written by "
+                             "a jaxpriv whose run state held other arrays (its arrays differ): "
+                             "finish it with the version that started it, or start a new --out")
         return meta, leaves
 
     meta, leaves = read_latest(path, read, note=note)

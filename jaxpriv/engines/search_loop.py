@@ -16,8 +16,16 @@ import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxpriv import registry
-from jaxpriv.engines.search_objective import Params, build, objective_and_score
+from jaxpriv.engines.search_objective import Params, objective_and_score
 from jaxpriv.kernels import fused
+
+
+class Built(NamedTuple):
+    """The mechanism a restart's best parameters build at its grid point (log space), kept so
+    that the population step carries it to the next grid point without building it again."""
+    log_K: jax.Array  # (G, R, n, m)
+    log_prior: jax.Array  # (G, R, n)
+    log_belief: jax.Array  # (G, R, n)
 
 
 class SearchState(NamedTuple):
@@ -26,6 +34,7 @@ class SearchState(NamedTuple):
     best_params: Params
     best_score: jax.Array  # (G, R): hard objective of best_params
     step: jax.Array  # () int32
+    best_built: Built  # what best_params build (uniform until a restart first scores)
 
 
 def default_optimizer(config) -> optax.GradientTransformation:
@@ -90,7 +99,7 @@ def make_segment(config, optimizer: optax.GradientTransformation):
     t0, t1 = config.temperature
     mesh = Mesh(np.array(jax.devices()), ("restarts",))
 
-    def restart_step(params, opt_state, best_params, best_score, x, step, values):
+    def restart_step(params, opt_state, best_params, best_score, best_built, x, step, values):
         relation, options = relation_at(config, values)
         fraction = jnp.minimum(step / config.steps, 1.0)
         temperature = t0 * (t1 / t0) ** fraction
@@ -100,44 +109,46 @@ def make_segment(config, optimizer: optax.GradientTransformation):
             smooth, hard = objective_and_score(q, x, eps, relation, setup, options, temperature)
             return -smooth, hard
 
-        (_, score), grads = jax.value_and_grad(loss, has_aux=True)(params)
+        (_, (score, mech)), grads = jax.value_and_grad(loss, has_aux=True)(params)
         score = jnp.where(jnp.isfinite(score), score, -jnp.inf)
         better = score > best_score
         best_params = jax.tree_util.tree_map(lambda b, p: jnp.where(better, p, b), best_params,
                                              params)
+        best_built = jax.tree_util.tree_map(
+            lambda b, a: jnp.where(better, a, b), best_built,
+            Built(mech.log_K, mech.log_prior, mech.log_belief))
         best_score = jnp.maximum(score, best_score)
         # a non-finite gradient (never expected) must not poison the restart
         grads = jax.tree_util.tree_map(lambda g: jnp.where(jnp.isfinite(g), g, 0.0), grads)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
-        return params, opt_state, best_params, best_score
+        return params, opt_state, best_params, best_score, best_built
 
     # vmap over restarts, then over grid points
-    over_restarts = jax.vmap(restart_step, in_axes=(0, 0, 0, 0, None, None, None))
-    over_grid = jax.vmap(over_restarts, in_axes=(0, 0, 0, 0, 0, None, None))
+    over_restarts = jax.vmap(restart_step, in_axes=(0, 0, 0, 0, 0, None, None, None))
+    over_grid = jax.vmap(over_restarts, in_axes=(0, 0, 0, 0, 0, 0, None, None))
 
-    def local_segment(params, opt_state, best_params, best_score, step, values):
+    def local_segment(params, opt_state, best_params, best_score, best_built, step, values):
         def body(carry, k):
-            p, o, bp, bs = carry
-            return over_grid(p, o, bp, bs, grid, step + k, values), None
-        carry, _ = jax.lax.scan(body, (params, opt_state, best_params, best_score),
+            return over_grid(*carry, grid, step + k, values), None
+        carry, _ = jax.lax.scan(body, (params, opt_state, best_params, best_score, best_built),
                                 jnp.arange(config.segment, dtype=jnp.int32))
         return carry
 
     spec = PartitionSpec(None, "restarts")
-    sharded = jax.shard_map(local_segment, mesh=mesh, in_specs=(spec, spec, spec, spec,
-                                                                PartitionSpec(), PartitionSpec()),
-                            out_specs=(spec, spec, spec, spec))
+    sharded = jax.shard_map(local_segment, mesh=mesh,
+                            in_specs=(spec,) * 5 + (PartitionSpec(), PartitionSpec()),
+                            out_specs=(spec,) * 5)
 
     def segment(state: SearchState, values) -> SearchState:
         exploring = (state.step > 0) & (state.step < config.explore * config.steps)
         state = jax.lax.cond(exploring, lambda s: _explore(config, s, values), lambda s: s,
                              state)
-        params, opt_state, best_params, best_score = sharded(
-            state.params, state.opt_state, state.best_params, state.best_score, state.step,
-            values)
+        params, opt_state, best_params, best_score, best_built = sharded(
+            state.params, state.opt_state, state.best_params, state.best_score,
+            state.best_built, state.step, values)
         return SearchState(params, opt_state, best_params, best_score,
-                           state.step + config.segment)
+                           state.step + config.segment, best_built)
 
     # the state comes back whole on every device (and every process of a group), for the host
     # side's checkpoints and re-checks; the next segment takes each device's share of it
@@ -157,10 +168,7 @@ def _explore(config, state: SearchState, values) -> SearchState:
     moving = R // 4
     if moving == 0:
         return state
-    relation = relation_at(config, values)[0]  # at the claim's traced values, as the steps
-    setup = config.setup
     grid = jnp.asarray(config.grid, jnp.float32)
-    eps = jnp.float32(config.param)
     order = jnp.argsort(-state.best_score, axis=1)  # best first, per grid point
     # only the second half of the restarts ever moves: the first half stays independent, so
     # selection on early scores cannot crowd out a slow starter that ends best
@@ -175,35 +183,75 @@ def _explore(config, state: SearchState, values) -> SearchState:
     rows = jnp.arange(G)[:, None]
     from_below = (shift[None, :] == -1) & (donor_grid < rows)
 
-    def moved(leaf):
-        return leaf.at[rows, target].set(leaf[donor_grid, donor])
-
-    def carried(params, x_from, x_to):
-        """Parameters that :func:`jaxpriv.engines.search_objective.build` maps at ``x_to`` to the mechanism ``params`` give at
-        ``x_from ≤ x_to`` (the retraction is the identity on feasible mechanisms)."""
-        mech = build(params, x_from, eps, relation, setup)
+    def carried(mech: Built, gates, x_to):
+        """Parameters that :func:`jaxpriv.engines.search_objective.build` maps at ``x_to`` to
+        ``mech``, which a donor's best parameters built at its ``x_from ≤ x_to`` (the
+        retraction is the identity on feasible mechanisms). The mechanism is the one its step
+        kept (:class:`Built`), not built again here: a second copy of the retraction in the
+        program cost a third of this step's compiling (R5, D6 at 3×3)."""
         scale = jnp.maximum(1.0, 0.5 * x_to)
         return Params(jnp.maximum(mech.log_K, -60.0) / scale,
                       jnp.maximum(mech.log_prior, -60.0) / scale,
-                      jnp.maximum(mech.log_belief, -60.0), params.gates)
+                      jnp.maximum(mech.log_belief, -60.0), gates)
 
-    donors = jax.tree_util.tree_map(lambda leaf: leaf[donor_grid, donor], state.best_params)
-    exact = jax.vmap(jax.vmap(carried, in_axes=(0, 0, None)), in_axes=(0, 0, 0))(
-        donors, grid[donor_grid], grid)
+    # every leaf moves as a row of one (G, R, F) matrix per dtype: one gather and one scatter
+    # each, not one per leaf of the parameters, the optimizer's state and the kept mechanisms
+    # (the leaf-by-leaf moves were most of this step's compiling)
+    def at_donors(packed):
+        return {dtype: a[donor_grid, donor] for dtype, a in packed.items()}
+
+    best, unpack_best = _packed((state.best_params, state.best_built))
+    donors, built = unpack_best(at_donors(best))
+    exact = jax.vmap(jax.vmap(carried, in_axes=(0, 0, None)))(built, donors.gates, grid)
     key = jax.random.fold_in(jax.random.key(config.seed + 1), state.step)
-    leaves, treedef = jax.tree_util.tree_flatten(donors)
-    keys = jax.random.split(key, len(leaves))
     scale = 0.3 * (1.0 - state.step / (config.explore * config.steps)) + 0.02
-    noisy = treedef.unflatten([leaf + scale * jax.random.normal(k, leaf.shape, leaf.dtype)
-                               for leaf, k in zip(leaves, keys)])
+    noisy = jax.tree_util.tree_map(lambda leaf, z: leaf + scale * z, donors,
+                                   _normal_like(key, donors))
 
-    def place(current, exact_leaf, noisy_leaf):
-        pick = from_below.reshape(from_below.shape + (1,) * (exact_leaf.ndim - 2))
-        return current.at[rows, target].set(jnp.where(pick, exact_leaf, noisy_leaf))
+    def pick(exact_leaf, noisy_leaf):
+        below = from_below.reshape(from_below.shape + (1,) * (exact_leaf.ndim - 2))
+        return jnp.where(below, exact_leaf, noisy_leaf)
 
-    params = jax.tree_util.tree_map(place, state.params, exact, noisy)
-    opt_state = jax.tree_util.tree_map(moved, state.opt_state)
+    current, unpack_current = _packed((state.params, state.opt_state))
+    _, opt_of_donors = unpack_current(at_donors(current))
+    incoming, _ = _packed((jax.tree_util.tree_map(pick, exact, noisy), opt_of_donors))
+    params, opt_state = unpack_current(
+        {dtype: a.at[rows, target].set(incoming[dtype]) for dtype, a in current.items()})
     return state._replace(params=params, opt_state=opt_state)
+
+
+def _packed(tree):
+    """``tree``'s ``(G, R, ...)`` leaves as one ``(G, R, F)`` matrix per dtype, and the function
+    that unpacks such matrices (of any two leading dimensions) into a tree like it."""
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    groups: dict[Any, list[int]] = {}
+    for i, leaf in enumerate(leaves):
+        groups.setdefault(jnp.dtype(leaf.dtype), []).append(i)
+    packed = {dtype: jnp.concatenate([jnp.reshape(leaves[i], leaves[i].shape[:2] + (-1,))
+                                      for i in members], axis=2)
+              for dtype, members in groups.items()}
+
+    def unpack(matrices):
+        out = [None] * len(leaves)
+        for dtype, members in groups.items():
+            sizes = [int(np.prod(leaves[i].shape[2:], dtype=int)) for i in members]
+            matrix = matrices[dtype]
+            parts = jnp.split(matrix, np.cumsum(sizes)[:-1], axis=2)
+            for i, part in zip(members, parts):
+                out[i] = part.reshape(matrix.shape[:2] + leaves[i].shape[2:])
+        return treedef.unflatten(out)
+
+    return packed, unpack
+
+
+def _normal_like(key, tree):
+    """Standard normal draws shaped like ``tree``'s leaves, from one draw of their total size
+    (one random-bits program in the step, not one per leaf: each costs ~0.2 s to compile)."""
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    sizes = [leaf.size for leaf in leaves]
+    flat = jax.random.normal(key, (sum(sizes),), leaves[0].dtype)
+    parts = jnp.split(flat, np.cumsum(sizes)[:-1])
+    return treedef.unflatten([part.reshape(leaf.shape) for part, leaf in zip(parts, leaves)])
 
 
 def initial_state(config, optimizer: optax.GradientTransformation) -> SearchState:
@@ -211,5 +259,9 @@ def initial_state(config, optimizer: optax.GradientTransformation) -> SearchStat
     opt_state = jax.vmap(jax.vmap(optimizer.init))(params)
     G, R = len(config.grid), config.restarts
     best = jax.tree_util.tree_map(jnp.copy, params)  # not aliased: the state is donated
+    n, m = config.n, config.m
+    uniform = Built(jnp.full((G, R, n, m), -np.log(m), jnp.float32),
+                    jnp.full((G, R, n), -np.log(n), jnp.float32),
+                    jnp.full((G, R, n), -np.log(n), jnp.float32))
     return SearchState(params, opt_state, best, jnp.full((G, R), -jnp.inf, jnp.float32),
-                       jnp.zeros((), jnp.int32))
+                       jnp.zeros((), jnp.int32), uniform)

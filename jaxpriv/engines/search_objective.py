@@ -160,13 +160,15 @@ def objective(params: Params, x, eps, relation, setup, options, temperature):
 
 def objective_and_score(params: Params, x, eps, relation, setup, options, temperature):
     """:func:`objective` at ``temperature`` (to differentiate) and, without a derivative, the
-    hard one (``temperature=None``: what picks the best iterate), sharing the premise
-    retraction where it does not depend on the temperature (a root-found retraction, the
-    costly part of a search step; a closed-form one is rebuilt hard)."""
+    hard one (``temperature=None``: what picks the best iterate) with the mechanism it scored,
+    ``(smooth, (hard, mechanism))``, sharing the premise retraction where it does not depend
+    on the temperature (a root-found retraction, the costly part of a search step; a
+    closed-form one is rebuilt hard). The mechanism is :func:`build`'s at ``temperature=None``:
+    what the population step carries to the next grid point without building it again."""
     mech = build(params, x, eps, relation, setup, temperature)
     smooth = objective_of(mech, params, x, eps, relation, setup, options, temperature)
     if registry.notion(relation.premise).retract is not None:
         mech = build(params, x, eps, relation, setup, None)
     stopped = jax.tree_util.tree_map(jax.lax.stop_gradient, (mech, params))
     hard = objective_of(stopped[0], stopped[1], x, eps, relation, setup, options, None)
-    return smooth, hard
+    return smooth, (hard, stopped[0])
