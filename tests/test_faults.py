@@ -290,6 +290,25 @@ def test_a_search_checkpoint_of_the_earlier_state_layout_is_refused_in_one_line(
     assert "\n" not in message
 
 
+def test_a_search_checkpoint_whose_scores_held_the_bound_is_refused_in_one_line(tmp_path,
+                                                                                monkeypatch):
+    """Before a search's segment served several claims, its best scores held the bound's log
+    (the objective); the resumed steps score without it, so such a checkpoint — same arrays,
+    another scale — is refused, never resumed into a mixed ranking."""
+    config = search.make_config("R1", 2, 2, (0.5,), restarts=2, steps=20, segment=10)
+    with monkeypatch.context() as patched:
+        patched.setattr(search, "SCORE", None)  # what an earlier jaxpriv's progress lacked
+        search.run(config, tmp_path, progress=False, max_segments=1)
+    with pytest.raises(InputError) as error:
+        search.run(config, tmp_path, resume=True, progress=False)
+    message = str(error.value)
+    assert "held the bound" in message and "the version that started it" in message
+    assert "\n" not in message
+    # and a checkpoint of this version resumes
+    search.run(config, tmp_path / "now", progress=False, max_segments=1)
+    assert search.run(config, tmp_path / "now", resume=True, progress=False).steps == 20
+
+
 def test_a_damaged_statistical_checkpoint_falls_back_too(tmp_path, capsys):
     config = sweep.make_config("R14", None, None, 4096, 1, 1024, t_max=200, draws=50)
     whole = sweep.run(config, tmp_path / "whole", progress=False)

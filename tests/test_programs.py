@@ -174,3 +174,80 @@ def test_a_claims_search_segment_holds_none_of_its_instances_values(a, b):
         lowered = make_segment(config, optimizer).lower(initial_state(config, optimizer), values)
         texts.append(lowered.as_text(debug_info=False))
     assert texts[0] == texts[1]
+
+
+def _objective_pairs():
+    """Per pair of notions whose search segment relations of different claims (or of none)
+    share, the first two such relations of the registry."""
+    from jaxpriv.registry.store import REGISTRY
+
+    by_key, pairs, notions = {}, [], set()
+    for rid, relation in REGISTRY.items():
+        if relation.kind == "mechanism":
+            by_key.setdefault(claim_programs.objective_key(relation), []).append(rid)
+    for key, rids in by_key.items():
+        first = claim_programs.program_key(registry.get(rids[0]))
+        other = next((r for r in rids if claim_programs.program_key(registry.get(r)) != first),
+                     None)
+        if other is not None and key[1][0] not in notions:
+            notions.add(key[1][0])
+            pairs.append((rids[0], other))
+    return pairs
+
+
+@pytest.mark.parametrize("a, b", _objective_pairs())
+def test_relations_with_the_same_notions_share_one_search_segment_whatever_their_bound(a, b):
+    """A search's segment never reads the bound (it maximizes the conclusion; the bound at a
+    grid point is a constant there), so relations of different claims with the same notions,
+    options and hints — D6 and D7, C1 and C2 — are one program: lowered for each, the same
+    text, and one key (D6 and D7 still keep their own sweeps and checks)."""
+    from jaxpriv.engines.search_loop import default_optimizer, initial_state, make_segment
+
+    ra, rb = registry.get(a), registry.get(b)
+    assert claim_programs.objective_key(ra) == claim_programs.objective_key(rb)
+    assert claim_programs.program_key(ra) != claim_programs.program_key(rb)
+    texts = []
+    for rid in (a, b):
+        layout = {"k": 2, "r": 1} if ra.needs_records else {}  # database notions: n = k^r
+        config = search.make_config(rid, 2, 2, (0.1, 0.2), restarts=4, steps=20, segment=10,
+                                    **layout)
+        optimizer = default_optimizer(config)
+        values = claim_programs.traced_values(registry.get(rid), np.float32)
+        lowered = make_segment(config, optimizer).lower(initial_state(config, optimizer), values)
+        texts.append(lowered.as_text(debug_info=False))
+    assert texts[0] == texts[1]
+
+
+def test_a_search_on_another_claims_segment_equals_one_on_its_own():
+    """D12 searched on the segment compiled for D11 (KL ⇒ TV, two bounds): nothing new is
+    compiled for the segment, and every grid point's witness, conclusion, bound and slack is
+    the one D12's search on a segment of its own gives; the bound is D12's. And D12 after D11
+    in one process takes D11's finished search as it is (the same program, settings and
+    values end the same), with the same rows, running no step."""
+    def config(rid):
+        return search.make_config(rid, 2, 3, (0.5, 2.0), restarts=4, steps=60, segment=30)
+
+    def segments():
+        return sum(key[0] == "search segment" for key in programs._PROGRAMS)
+
+    def same_rows(a, b):
+        for row_a, row_b in zip(a.rows, b.rows, strict=True):
+            for field in ("premise", "conclusion", "bound", "slack", "witness"):
+                np.testing.assert_array_equal(row_a.get(field), row_b.get(field), err_msg=field)
+
+    programs.clear()
+    alone = search.run(config("D12"), progress=False)
+    programs.clear()
+    other = search.run(config("D11"), progress=False)
+    assert segments() == 1
+    programs._RESULTS.clear()  # run D12's steps, on D11's program
+    shared = search.run(config("D12"), progress=False)
+    assert segments() == 1 and shared.seconds > 0
+    same_rows(alone, shared)
+    assert [r["bound"] for r in shared.rows] != [r["bound"] for r in other.rows]
+    assert [r["conclusion"] for r in shared.rows] == [r["conclusion"] for r in other.rows]
+    programs._RESULTS.clear()
+    search.run(config("D11"), progress=False)
+    taken = search.run(config("D12"), progress=False)  # D11's finished search, as it is
+    assert taken.seconds == 0 and taken.steps == alone.steps
+    same_rows(alone, taken)

@@ -305,22 +305,37 @@ def _run_parallel(per_relation: dict[str, list[Task]], out: Path, workers: int, 
 
 
 def _jobs(per_relation: dict[str, list[Task]]) -> list[list[str]]:
-    """The relations in jobs for the workers: consecutive instances of a claim that share
-    their compiled programs (:func:`jaxpriv.registry.programs.program_key`) go to one worker,
-    which compiles them once (spread over two, each compiled them: D6's eight instances
-    compiled twice); every other relation is a job of its own."""
+    """The relations in jobs for the workers: relations that share a compiled program go to
+    one worker, which compiles it once — the instances of a claim
+    (:func:`jaxpriv.registry.programs.program_key`: spread over two workers, D6's eight
+    instances compiled everything twice), and relations of any claim whose search segments are
+    one program (:func:`jaxpriv.registry.programs.objective_key`: D6 and D7, C1, C2, C4 and
+    C7); every other relation is a job of its own. A job lists its relations in the audit's
+    order; jobs start in the order of their first relation."""
     from jaxpriv.registry import programs
 
+    job_of: dict[Any, int] = {}  # a shared program's key -> its job
     jobs: list[list[str]] = []
-    last = None
     for rid in per_relation:
-        key = programs.program_key(registry.get(rid))
-        if jobs and key == last and key[0] == "claim":
-            jobs[-1].append(rid)
+        relation = registry.get(rid)
+        keys = []
+        if getattr(relation, "kind", None) == "mechanism":
+            claim = programs.program_key(relation)
+            keys = [programs.objective_key(relation)] + ([claim] if claim[0] == "claim" else [])
+        found = sorted({job_of[key] for key in keys if key in job_of})
+        if found:  # into the first job sharing a program; any other such job joins it
+            into = found[0]
+            for other in found[1:]:
+                jobs[into] += jobs[other]
+                jobs[other] = []
+                job_of.update({key: into for key, job in job_of.items() if job == other})
         else:
-            jobs.append([rid])
-        last = key
-    return jobs
+            into = len(jobs)
+            jobs.append([])
+        jobs[into].append(rid)
+        job_of.update({key: into for key in keys})
+    order = {rid: i for i, rid in enumerate(per_relation)}
+    return [sorted(job, key=order.__getitem__) for job in jobs if job]
 
 
 def _previous_verdicts(out: Path) -> dict[str, dict]:

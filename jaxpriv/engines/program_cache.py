@@ -10,9 +10,10 @@ spent 57 s (summed over its workers) tracing and 37 s lowering, of ~290 s, a sea
   ``*.h``), the versions of Python, JAX, jaxlib, NumPy, optax and the accountant libraries, the
   native kernel's state, every ``JAX_*``, ``XLA_*`` and ``JAXPRIV_*`` setting and JAX's whole
   configuration (64-bit types included) — :func:`fingerprint`;
-- the **program**: its name, the relation's claim key (:func:`jaxpriv.registry.programs.program_key`)
-  and options, every field of the engine's config, and the shapes, types and shardings of its
-  arguments;
+- the **program**: its name, the relation's claim key (:func:`jaxpriv.registry.programs.program_key`;
+  for a search's segment, which never reads the bound, its notions, options and hints:
+  :func:`jaxpriv.registry.programs.objective_key`) and options, every field of the engine's
+  config, and the shapes, types and shardings of its arguments;
 - the **machine**: the CPU's feature flags, the backend and its version, every device
   (platform, kind, id), the process count.
 
@@ -149,23 +150,30 @@ def signature(args) -> str:
     return repr((str(tree), [one(leaf) for leaf in leaves]))
 
 
-def _key(name: str, relation, config_key: tuple, args, extra: tuple) -> str | None:
-    """The program's file name, or ``None`` where it may not be kept (module docstring)."""
+def _key(name: str, relation, config_key: tuple, args, extra: tuple,
+         program=None) -> str | None:
+    """The program's file name, or ``None`` where it may not be kept (module docstring);
+    ``program``: what the program reads of the relation, where it is less than its claim
+    (:func:`jaxpriv.registry.programs.objective_key`)."""
     if not registry_programs.is_builtin(relation):
         return None
-    program = registry_programs.program_key(relation)
+    if program is not None:  # its text: the notions' names, options and hints
+        which = program[:2]
+    else:
+        program = registry_programs.program_key(relation)
+        which = program if program[0] == "claim" else relation.id
     # the relation's options but the claim's traced parameters (arguments), for a record whose
     # dict was changed in place
     traced = registry_programs.traced_values(relation)
     options = sorted((k, repr(v)) for k, v in relation.options.items() if k not in traced)
-    text = repr((name, program if program[0] == "claim" else relation.id, options, config_key,
-                 extra, signature(args), _configuration()))
+    text = repr((name, which, options, config_key, extra, signature(args), _configuration()))
     if " at 0x" in text:  # an object without a value's repr: not a key
         return None
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def compile(name: str, relation, config_key: tuple, jitted, *args, extra: tuple = ()) -> Any:
+def compile(name: str, relation, config_key: tuple, jitted, *args, extra: tuple = (),
+            program=None) -> Any:
     """``jitted.lower(*args).compile()``, loaded from disk where this program was kept, and kept
     there after compiling where it may be (module docstring).
 
@@ -177,11 +185,13 @@ def compile(name: str, relation, config_key: tuple, jitted, *args, extra: tuple 
       jitted: the ``jax.jit`` function.
       *args: its arguments (or ``ShapeDtypeStruct``s).
       extra: anything else the program was built from.
+      program: what the program reads of the relation, where that is less than its claim
+        (:func:`jaxpriv.registry.programs.objective_key`; default: the claim's key).
     Returns:
       a :class:`jax.stages.Compiled` (one loaded from disk checks its first run: ``_CheckedOnce``).
     """
     folder = directory()
-    key = None if folder is None else _key(name, relation, config_key, args, extra)
+    key = None if folder is None else _key(name, relation, config_key, args, extra, program)
     if key is not None:
         path = folder / f"{key}.pkl"
         loaded = _load(path)

@@ -21,13 +21,21 @@ from typing import Any, Callable, Hashable
 from jaxpriv.engines import program_cache
 from jaxpriv.registry import programs as registry_programs
 
-__all__ = ["LIMIT", "aot", "cached", "clear", "compiler", "config_key", "kept"]
+__all__ = ["LIMIT", "RESULTS_LIMIT", "aot", "cached", "clear", "compiler", "config_key", "kept",
+           "remember", "remembered"]
 
 LIMIT = 48
 """Programs kept (the least recently used go first): an audit worker meets each claim's a few
 times in a row; a plugin's relations and the statistical claims are never shared."""
 
 _PROGRAMS: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
+
+RESULTS_LIMIT = 16
+"""Finished runs remembered (:func:`remember`; the least recently used go first): an audit
+worker runs D6's eight instances, then D7's, whose searches are D6's (one program, the same
+settings and values: :func:`jaxpriv.registry.programs.objective_key`)."""
+
+_RESULTS: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
 
 
 def config_key(config) -> tuple:
@@ -36,12 +44,18 @@ def config_key(config) -> tuple:
                  if f.name != "relation")
 
 
-def cached(name: str, relation, config, build: Callable[[], Any], *extra: Hashable) -> Any:
+def cached(name: str, relation, config, build: Callable[[], Any], *extra: Hashable,
+           program: Hashable = None) -> Any:
     """The program ``name`` of ``relation`` under ``config`` (and ``extra``): built by
     ``build()`` the first time, the same object after (for every instance of a claim that
     shares programs). ``build`` must read the claim's parameters only as the program's
-    arguments (:func:`jaxpriv.registry.programs.bind`), never as constants."""
-    key = (name, registry_programs.program_key(relation), config_key(config), *extra)
+    arguments (:func:`jaxpriv.registry.programs.bind`), never as constants. ``program``: the
+    key of what the program reads of the relation, where that is less than its claim
+    (:func:`jaxpriv.registry.programs.objective_key`); default
+    :func:`jaxpriv.registry.programs.program_key`."""
+    if program is None:
+        program = registry_programs.program_key(relation)
+    key = (name, program, config_key(config), *extra)
     try:
         hash(key)
     except TypeError:  # an unhashable option (a plugin's): built each time, as before
@@ -55,21 +69,27 @@ def cached(name: str, relation, config, build: Callable[[], Any], *extra: Hashab
     return program
 
 
-def aot(name: str, relation, config, jitted, *args, extra: tuple = ()) -> Any:
+def aot(name: str, relation, config, jitted, *args, extra: tuple = (),
+        program: Hashable = None) -> Any:
     """``jitted.lower(*args).compile()`` for ``relation``'s program ``name`` under ``config`` (and
-    ``extra``), loaded from disk where a previous process kept it and kept there after
-    compiling where it may be (:func:`jaxpriv.engines.program_cache.compile`)."""
-    return program_cache.compile(name, relation, config_key(config), jitted, *args, extra=extra)
+    ``extra``; ``program`` as :func:`cached`'s), loaded from disk where a previous process kept
+    it and kept there after compiling where it may be
+    (:func:`jaxpriv.engines.program_cache.compile`)."""
+    return program_cache.compile(name, relation, config_key(config), jitted, *args, extra=extra,
+                                 program=program)
 
 
-def kept(name: str, relation, config, jitted: Callable[[], Any], *args, extra: tuple = ()) -> Any:
+def kept(name: str, relation, config, jitted: Callable[[], Any], *args, extra: tuple = (),
+         program: Hashable = None) -> Any:
     """:func:`aot` of ``jitted()`` on ``args``, kept in this process by :func:`cached` (key:
-    ``name``, the claim, ``config``, ``extra`` and the arguments' shapes and types) and on disk
-    by :func:`jaxpriv.engines.program_cache.compile`: the one way an engine's program is built
+    ``name``, the claim — or ``program``, what the program reads of the relation — ``config``,
+    ``extra`` and the arguments' shapes and types) and on disk by
+    :func:`jaxpriv.engines.program_cache.compile`: the one way an engine's program is built
     and found again. ``jitted`` is called only where neither holds the program."""
     return cached(name, relation, config,
-                  lambda: aot(name, relation, config, jitted(), *args, extra=extra),
-                  *extra, program_cache.signature(args))
+                  lambda: aot(name, relation, config, jitted(), *args, extra=extra,
+                              program=program),
+                  *extra, program_cache.signature(args), program=program)
 
 
 def compiler(relation, config) -> Callable[..., Any]:
@@ -77,7 +97,26 @@ def compiler(relation, config) -> Callable[..., Any]:
     return lambda name, jitted, *args: aot(name, relation, config, jitted, *args)
 
 
+def remember(key: Hashable, result: Any) -> None:
+    """Keep what a deterministic run of a kept program ended with (host arrays), under ``key``:
+    the program's key and everything else its run was given. Another run with that key would
+    end the same, bit for bit (:func:`remembered`)."""
+    _RESULTS[key] = result
+    _RESULTS.move_to_end(key)
+    while len(_RESULTS) > RESULTS_LIMIT:
+        _RESULTS.popitem(last=False)
+
+
+def remembered(key: Hashable) -> Any:
+    """What :func:`remember` kept under ``key``, or ``None``."""
+    if key in _RESULTS:
+        _RESULTS.move_to_end(key)
+        return _RESULTS[key]
+    return None
+
+
 def clear() -> None:
-    """Forget every kept program (tests; a relation re-registered under the same id keys a new
-    record, so this is never needed for correctness)."""
+    """Forget every kept program and remembered run (tests; a relation re-registered under the
+    same id keys a new record, so this is never needed for correctness)."""
     _PROGRAMS.clear()
+    _RESULTS.clear()

@@ -63,6 +63,11 @@ __all__ = ["MAX_GRID_POINTS", "SETTING_OPTIONS", "STATE_FILE", "SearchConfig", "
            "premise_keep"]
 
 STATE_FILE = "search_state.npz"
+SCORE = "log conclusion"
+"""What a search checkpoint's best scores hold (:func:`jaxpriv.engines.search_objective.score_of`,
+recorded in its progress). A checkpoint without it held the objective (the bound's log
+subtracted: jaxpriv before a segment served relations of several claims), a scale the
+resumed steps would not share: it is refused."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -380,15 +385,26 @@ def _run(config: SearchConfig, out_dir: Path | None, resume: bool, progress: boo
     relation = registry.get(config.relation)
     values = registry.programs.traced_values(relation, np.float32)
 
-    if shared:  # the default optimizer's program: the same for every instance, kept on disk
+    # a whole search this process already ran on the same program, settings and values (D6's
+    # at D7's α and δ: the bound is no part of a search's steps) ends the same: taken as it is
+    whole = shared and not resume and max_segments is None
+    objective = registry.programs.objective_key(relation)
+    memo = ("search", objective, programs.config_key(config),
+            tuple((k, float(v)) for k, v in sorted(values.items()))) if whole else None
+    found = programs.remembered(memo) if whole else None
+    if found is not None:
+        compiled = None
+        state, done = found[0], {**done, "quiet_segments": found[1], "history": list(found[2])}
+    elif shared:  # the default optimizer's program: kept on disk, shared by relations
         compiled = programs.kept("search segment", relation, config,
-                                 lambda: make_segment(config, optimizer), state, values)
+                                 lambda: make_segment(config, optimizer), state, values,
+                                 program=objective)
     else:
         compiled = make_segment(config, optimizer).lower(state, values).compile()
     compile_seconds = time.perf_counter() - began
     seconds, quiet, history = done["seconds"], done["quiet_segments"], done["history"]
     total = -(-config.steps // config.segment)
-    start = int(state.step) // config.segment
+    start = total if found is not None else int(state.step) // config.segment
     per_segment = config.segment * config.restarts * len(config.grid)
     bar = runstate.progress_bar(total * per_segment, start * per_segment, "step",
                                 f"search {config.relation}", progress)
@@ -418,6 +434,12 @@ def _run(config: SearchConfig, out_dir: Path | None, resume: bool, progress: boo
     steps = int(state.step)
     if not finished:
         return SearchResult(config, [], [], seconds, compile_seconds, steps)
+    if found is not None and out_dir is not None:
+        _save(out_dir, config, state, {"seconds": seconds, "quiet_segments": quiet,
+                                       "history": history})
+    elif whole:
+        programs.remember(memo, (jax.tree_util.tree_map(lambda a: np.array(a, copy=True), state),
+                                 quiet, tuple(history)))
     rows, violations = evaluate_grid(config, state, out_dir)
     result = SearchResult(config, rows, violations, seconds, compile_seconds, steps)
     if out_dir is not None and write is not None:
@@ -426,8 +448,13 @@ def _run(config: SearchConfig, out_dir: Path | None, resume: bool, progress: boo
 
 
 def _save(out: Path, config: SearchConfig, state: SearchState, progress: dict) -> None:
-    runstate.save(out, STATE_FILE, state, dataclasses.asdict(config), progress)
+    runstate.save(out, STATE_FILE, state, dataclasses.asdict(config), {**progress, "score": SCORE})
 
 
 def _load(out: Path, config: SearchConfig, like: SearchState) -> tuple[SearchState, dict]:
-    return runstate.load(out, STATE_FILE, like, dataclasses.asdict(config))
+    state, progress = runstate.load(out, STATE_FILE, like, dataclasses.asdict(config))
+    if progress.pop("score", None) != SCORE:
+        raise InputError(f"{out}: a search checkpoint whose best scores held the bound (written "
+                         "by an earlier jaxpriv): finish it with the version that started it, "
+                         "or start a new --out")
+    return state, progress

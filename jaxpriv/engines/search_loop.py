@@ -1,8 +1,9 @@
 """A search's optimization loop: the state of every restart at every grid point
 (:class:`SearchState`), the optimizer (:func:`default_optimizer`), the starting points
 (:func:`initial_params`) and the compiled segment of steps (:func:`make_segment`: optax steps on
-:func:`jaxpriv.engines.search_objective.objective`, vmapped over restarts and grid points,
-sharded over devices, with the population step :func:`_explore` between segments).
+:func:`jaxpriv.engines.search_objective.scores` — the objective less the bound, which the
+segment never reads — vmapped over restarts and grid points, sharded over devices, with the
+population step :func:`_explore` between segments).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxpriv import registry
-from jaxpriv.engines.search_objective import Params, objective_and_score
+from jaxpriv.engines.search_objective import Params, scores
 from jaxpriv.kernels import fused
 
 
@@ -32,7 +33,8 @@ class SearchState(NamedTuple):
     params: Params  # (G, R, ...)
     opt_state: Any
     best_params: Params
-    best_score: jax.Array  # (G, R): hard objective of best_params
+    best_score: jax.Array  # (G, R): hard score of best_params (search_objective.score_of: the
+    # objective less the bound's log at the grid point)
     step: jax.Array  # () int32
     best_built: Built  # what best_params build (uniform until a restart first scores)
 
@@ -92,7 +94,8 @@ def make_segment(config, optimizer: optax.GradientTransformation):
     every restart of every grid point (restarts sharded over the devices — every process's, in
     a group); ``values``: the claim's traced parameters
     (:func:`jaxpriv.registry.programs.traced_values` of the relation: one program serves every
-    instance of a claim that shares one)."""
+    instance of a claim that shares one, and every relation with the same notions, options
+    and hints, :func:`jaxpriv.registry.programs.objective_key`: the bound is not read)."""
     setup = config.setup
     grid = jnp.asarray(config.grid, jnp.float32)
     eps = jnp.float32(config.param)
@@ -103,10 +106,10 @@ def make_segment(config, optimizer: optax.GradientTransformation):
         relation, options = relation_at(config, values)
         fraction = jnp.minimum(step / config.steps, 1.0)
         temperature = t0 * (t1 / t0) ** fraction
-        # optax minimizes: descend on the negated objective; the same pass scores the current
-        # iterate by the hard objective (one premise retraction per step, not two)
+        # optax minimizes: descend on the negated score; the same pass scores the current
+        # iterate by the hard score (one premise retraction per step, not two)
         def loss(q):
-            smooth, hard = objective_and_score(q, x, eps, relation, setup, options, temperature)
+            smooth, hard = scores(q, x, eps, relation, setup, options, temperature)
             return -smooth, hard
 
         (_, (score, mech)), grads = jax.value_and_grad(loss, has_aux=True)(params)

@@ -140,6 +140,20 @@ def log_conclusion(mech: Mechanism, gates, relation, options, temperature):
     return log_y, None
 
 
+def score_of(mech: Mechanism, params: Params, relation, setup, options, temperature):
+    """What a search maximizes at a grid point: ``log(conclusion)`` (less ``log(parameter)``
+    where the bound scales with the measured parameter) — :func:`objective_of` but the bound's
+    log at the grid point, a constant there. The optimizer's steps, each restart's best iterate
+    and the population step's ranking (within a grid point) are the same either way, so a
+    search's compiled segment never reads the bound, and relations with the same notions share
+    it (:func:`jaxpriv.registry.programs.objective_key`)."""
+    gates = params.gates if setup.gates else None
+    log_y, log_param = log_conclusion(mech, gates, relation, options, temperature)
+    if relation.scales_with_parameter:
+        return log_y - log_param
+    return log_y
+
+
 def objective_of(mech: Mechanism, params: Params, x, eps, relation, setup, options,
                  temperature):
     """:func:`objective` of the mechanism ``params`` built (its gates come from ``params``)."""
@@ -158,17 +172,18 @@ def objective(params: Params, x, eps, relation, setup, options, temperature):
     return objective_of(mech, params, x, eps, relation, setup, options, temperature)
 
 
-def objective_and_score(params: Params, x, eps, relation, setup, options, temperature):
-    """:func:`objective` at ``temperature`` (to differentiate) and, without a derivative, the
+def scores(params: Params, x, eps, relation, setup, options, temperature):
+    """:func:`score_of` at ``temperature`` (to differentiate) and, without a derivative, the
     hard one (``temperature=None``: what picks the best iterate) with the mechanism it scored,
     ``(smooth, (hard, mechanism))``, sharing the premise retraction where it does not depend
     on the temperature (a root-found retraction, the costly part of a search step; a
     closed-form one is rebuilt hard). The mechanism is :func:`build`'s at ``temperature=None``:
-    what the population step carries to the next grid point without building it again."""
+    what the population step carries to the next grid point without building it again. The
+    bound is not read: these are :func:`objective`'s values less its log at ``(x, ε)``."""
     mech = build(params, x, eps, relation, setup, temperature)
-    smooth = objective_of(mech, params, x, eps, relation, setup, options, temperature)
+    smooth = score_of(mech, params, relation, setup, options, temperature)
     if registry.notion(relation.premise).retract is not None:
         mech = build(params, x, eps, relation, setup, None)
     stopped = jax.tree_util.tree_map(jax.lax.stop_gradient, (mech, params))
-    hard = objective_of(stopped[0], stopped[1], x, eps, relation, setup, options, None)
+    hard = score_of(stopped[0], stopped[1], relation, setup, options, None)
     return smooth, (hard, stopped[0])

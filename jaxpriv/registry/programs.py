@@ -37,7 +37,8 @@ import numpy as np
 from jaxpriv.core.errors import InputError
 from jaxpriv.registry.store import _BUILTIN, CLAIMS, NOTIONS, REGISTRY
 
-__all__ = ["bind", "check_float32", "is_builtin", "program_key", "traced_values"]
+__all__ = ["bind", "check_float32", "is_builtin", "objective_key", "program_key",
+           "traced_values"]
 
 
 def _shared(relation):
@@ -80,6 +81,24 @@ def program_key(relation) -> Hashable:
             relation.parameter, relation.parameter_limit, relation.premise_limit,
             relation.requires, relation.scales_with_parameter, relation.sampling,
             relation.search)
+
+
+def objective_key(relation) -> Hashable:
+    """The key of a program that reads a relation's notions and search hints but never its
+    bound — a search's segment, whose objective is the conclusion's level and to which the bound
+    at a grid point is a constant (:mod:`jaxpriv.engines.search_objective`): the same for every
+    relation, of any claim, with the same premise and conclusion notions, options, traced
+    parameters' names and search hints (D6 and D7 at the same α and δ; C1, C2, C4 and C7 at one
+    k). ``("objective", text, records)``: ``text`` is what a process may write down (names and
+    option values), ``records`` the notion records themselves (a notion registered in their
+    place keys other programs)."""
+    traced = traced_values(relation)
+    static = tuple(sorted((k, repr(v)) for k, v in relation.options.items() if k not in traced))
+    parameter = relation.parameter if relation.scales_with_parameter else None
+    keys = tuple(k for k in (relation.premise, relation.conclusion, parameter) if k)
+    text = (keys, relation.scales_with_parameter, repr(relation.search), relation.needs_records,
+            static, tuple(sorted(traced)))
+    return ("objective", text, tuple(NOTIONS.get(k) for k in keys))
 
 
 def traced_values(relation, dtype=None) -> dict[str, Any]:
