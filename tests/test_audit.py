@@ -339,3 +339,34 @@ def test_a_certified_bracket_is_reported_as_one(audited, tmp_path):
     assert report.kind_text(v) == f"certified bracket [{lower:.4g}, {upper:.4g}]"
     assert any(line.startswith("least slack (lower, estimate, upper): (0.8")
                for line in _details(v))
+
+
+def test_relations_sharing_a_program_go_to_one_worker_in_jobs_of_bounded_size():
+    """The audit's jobs: a claim's instances together, relations of different claims whose
+    search segments are one program together (D6 and D7; C1, C2, C4 and C7 at k = 10), each
+    relation exactly once and in the audit's order; a job of relations that share only a
+    segment takes at most JOB_LIMIT of them (one claim's instances are never split)."""
+    from jaxpriv.audit import plans, runner
+    from jaxpriv.registry import programs
+
+    quick = plans.relation_ids(None, plans.budget("quick"))
+    jobs = runner._jobs({rid: [] for rid in quick})
+    assert sorted(rid for job in jobs for rid in job) == sorted(quick)
+    where = {rid: i for i, job in enumerate(jobs) for rid in job}
+    assert len({where[rid] for rid in quick if rid.startswith(("D6.", "D7."))}) == 1
+    assert len({where[rid] for rid in ("C1.k10.d1e-6", "C2.k10.d1e-6", "C4.k10.d1e-6",
+                                       "C7.k10.d1e-3", "C7.k10.d1e-6")}) == 1
+    assert where["R1"] != where["R3"]  # another prior hint: another search
+    position = {rid: i for i, rid in enumerate(quick)}
+    assert all(job == sorted(job, key=position.__getitem__) for job in jobs)
+    everything = plans.relation_ids("all")
+    jobs = runner._jobs({rid: [] for rid in everything})
+    assert sorted(rid for job in jobs for rid in job) == sorted(everything)
+    for job in jobs:
+        claims = {programs.program_key(registry.get(rid)) for rid in job}
+        assert len(job) <= runner.JOB_LIMIT or len(claims) == 1, job
+    for rid in everything:  # a claim's instances in one job
+        key = programs.program_key(registry.get(rid))
+        if key[0] == "claim":
+            assert all(rid in job for job in jobs if any(
+                programs.program_key(registry.get(o)) == key for o in job))

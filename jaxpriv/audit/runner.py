@@ -335,7 +335,34 @@ def _jobs(per_relation: dict[str, list[Task]]) -> list[list[str]]:
         jobs[into].append(rid)
         job_of.update({key: into for key in keys})
     order = {rid: i for i, rid in enumerate(per_relation)}
-    return [sorted(job, key=order.__getitem__) for job in jobs if job]
+    return [part for job in jobs if job
+            for part in _split(sorted(job, key=order.__getitem__), programs.program_key)]
+
+
+JOB_LIMIT = 16
+"""The most relations a job of relations that share only a search segment takes (D6 and D7:
+16); a larger one — with the accountants' extra, 32 relations share the segment of D_α ⇒ ε(δ) —
+is split between claims, so that one worker does not run them all while the others idle."""
+
+
+def _split(job: list[str], program_key) -> list[list[str]]:
+    """``job`` in parts of at most :data:`JOB_LIMIT` relations, a claim's instances never
+    apart (a claim larger than that is a part of its own)."""
+    blocks: list[list[str]] = []
+    for rid in job:  # a claim's instances, or one relation, as blocks
+        key = program_key(registry.get(rid))
+        same = blocks and key[0] == "claim" and program_key(registry.get(blocks[-1][0])) == key
+        if same:
+            blocks[-1].append(rid)
+        else:
+            blocks.append([rid])
+    parts: list[list[str]] = []
+    for block in blocks:
+        if parts and len(parts[-1]) + len(block) <= JOB_LIMIT:
+            parts[-1] += block
+        else:
+            parts.append(list(block))
+    return parts
 
 
 def _previous_verdicts(out: Path) -> dict[str, dict]:
