@@ -310,8 +310,9 @@ def _jobs(per_relation: dict[str, list[Task]]) -> list[list[str]]:
     (:func:`jaxpriv.registry.programs.program_key`: spread over two workers, D6's eight
     instances compiled everything twice), and relations of any claim whose search segments are
     one program (:func:`jaxpriv.registry.programs.objective_key`: D6 and D7, C1, C2, C4 and
-    C7); every other relation is a job of its own. A job lists its relations in the audit's
-    order; jobs start in the order of their first relation."""
+    C7), in jobs of at most :data:`JOB_LIMIT` where they share only the segment (:func:`_split`);
+    every other relation is a job of its own. A job lists its relations in the audit's order;
+    jobs start in the order of their first relation."""
     from jaxpriv.registry import programs
 
     job_of: dict[Any, int] = {}  # a shared program's key -> its job
