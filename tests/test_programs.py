@@ -164,16 +164,21 @@ def test_a_claims_search_segment_holds_none_of_its_instances_values(a, b):
     """The search segment lowered for two instances of a claim is the same program, to the text:
     an instance's α or δ read as a constant anywhere in it (the population step once read the
     unbound relation: D6.a2's segment carried the order 2 into D6.a4's searches) would differ."""
+    assert _segment_text(a, (1.0, 2.0)) == _segment_text(b, (1.0, 2.0))
+
+
+def _segment_text(rid, grid):
+    """The text of ``rid``'s search segment lowered at 2×2 on ``grid``, its claim's values as
+    arguments (database notions at k = 2, r = 1)."""
     from jaxpriv.engines.search_loop import default_optimizer, initial_state, make_segment
 
-    texts = []
-    for rid in (a, b):
-        config = search.make_config(rid, 2, 2, (1.0, 2.0), restarts=4, steps=20, segment=10)
-        optimizer = default_optimizer(config)
-        values = claim_programs.traced_values(registry.get(rid), np.float32)
-        lowered = make_segment(config, optimizer).lower(initial_state(config, optimizer), values)
-        texts.append(lowered.as_text(debug_info=False))
-    assert texts[0] == texts[1]
+    relation = registry.get(rid)
+    layout = {"k": 2, "r": 1} if relation.needs_records else {}
+    config = search.make_config(rid, 2, 2, grid, restarts=4, steps=20, segment=10, **layout)
+    optimizer = default_optimizer(config)
+    values = claim_programs.traced_values(relation, np.float32)
+    lowered = make_segment(config, optimizer).lower(initial_state(config, optimizer), values)
+    return lowered.as_text(debug_info=False)
 
 
 def _objective_pairs():
@@ -201,21 +206,10 @@ def test_relations_with_the_same_notions_share_one_search_segment_whatever_their
     grid point is a constant there), so relations of different claims with the same notions,
     options and hints — D6 and D7, C1 and C2 — are one program: lowered for each, the same
     text, and one key (D6 and D7 still keep their own sweeps and checks)."""
-    from jaxpriv.engines.search_loop import default_optimizer, initial_state, make_segment
-
     ra, rb = registry.get(a), registry.get(b)
     assert claim_programs.objective_key(ra) == claim_programs.objective_key(rb)
     assert claim_programs.program_key(ra) != claim_programs.program_key(rb)
-    texts = []
-    for rid in (a, b):
-        layout = {"k": 2, "r": 1} if ra.needs_records else {}  # database notions: n = k^r
-        config = search.make_config(rid, 2, 2, (0.1, 0.2), restarts=4, steps=20, segment=10,
-                                    **layout)
-        optimizer = default_optimizer(config)
-        values = claim_programs.traced_values(registry.get(rid), np.float32)
-        lowered = make_segment(config, optimizer).lower(initial_state(config, optimizer), values)
-        texts.append(lowered.as_text(debug_info=False))
-    assert texts[0] == texts[1]
+    assert _segment_text(a, (0.1, 0.2)) == _segment_text(b, (0.1, 0.2))  # R11: sp ≤ 0.225
 
 
 def test_a_search_on_another_claims_segment_equals_one_on_its_own():
