@@ -29,9 +29,11 @@ import numpy as np
 
 
 def _values(config):
-    """The claim's parameters a segment takes as arguments."""
+    """What a segment takes besides its state: the claim's parameters and the grid."""
     from jaxpriv import registry
-    return registry.programs.traced_values(registry.get(config.relation), np.float32)
+    from jaxpriv.engines.search_loop import grid_argument
+    return (registry.programs.traced_values(registry.get(config.relation), np.float32),
+            grid_argument(config, np.float32))
 
 
 def throughput(relation, n, restarts, grid_points, segments=5):
@@ -42,11 +44,11 @@ def throughput(relation, n, restarts, grid_points, segments=5):
     optimizer = search.default_optimizer(config)
     state = search.initial_state(config, optimizer)
     segment, values = search.make_segment(config, optimizer), _values(config)
-    state = segment(state, values)
+    state = segment(state, *values)
     jax.block_until_ready(state)
     start = time.perf_counter()
     for _ in range(segments):
-        state = segment(state, values)
+        state = segment(state, *values)
     jax.block_until_ready(state)
     seconds = time.perf_counter() - start
     return segments * config.segment * config.restarts * len(grid) / seconds
@@ -61,13 +63,13 @@ def time_to_one_percent(relation, n, restarts, grid_points, param):
     state = search.initial_state(config, optimizer)
     values = _values(config)
     began = time.perf_counter()
-    segment = search.make_segment(config, optimizer).lower(state, values).compile()
+    segment = search.make_segment(config, optimizer).lower(state, *values).compile()
     compile_seconds = time.perf_counter() - began
     target = 1.0 / certify.envelope(relation, np.asarray(grid), param, n=n).min_slack
     seconds, steps = 0.0, 0
     while steps < config.steps:
         start = time.perf_counter()
-        state = segment(state, values)
+        state = segment(state, *values)
         best = np.exp(np.max(np.asarray(state.best_score, np.float64), axis=1))
         seconds += time.perf_counter() - start
         steps += config.segment
@@ -95,7 +97,7 @@ def compile_cost(relation, repeat):
     lower, compile_, lines = [], [], 0
     for _ in range(repeat):
         began = time.perf_counter()
-        lowered = search.make_segment(config, optimizer).lower(state, values)
+        lowered = search.make_segment(config, optimizer).lower(state, *values)
         lowered_at = time.perf_counter()
         compiled = lowered.compile()
         lower.append(lowered_at - began)

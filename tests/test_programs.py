@@ -170,14 +170,16 @@ def test_a_claims_search_segment_holds_none_of_its_instances_values(a, b):
 def _segment_text(rid, grid):
     """The text of ``rid``'s search segment lowered at 2×2 on ``grid``, its claim's values as
     arguments (database notions at k = 2, r = 1)."""
-    from jaxpriv.engines.search_loop import default_optimizer, initial_state, make_segment
+    from jaxpriv.engines.search_loop import (default_optimizer, grid_argument, initial_state,
+                                             make_segment)
 
     relation = registry.get(rid)
     layout = {"k": 2, "r": 1} if relation.needs_records else {}
     config = search.make_config(rid, 2, 2, grid, restarts=4, steps=20, segment=10, **layout)
     optimizer = default_optimizer(config)
     values = claim_programs.traced_values(relation, np.float32)
-    lowered = make_segment(config, optimizer).lower(initial_state(config, optimizer), values)
+    lowered = make_segment(config, optimizer).lower(initial_state(config, optimizer), values,
+                                                    grid_argument(config, np.float32))
     return lowered.as_text(debug_info=False)
 
 
@@ -222,12 +224,7 @@ def test_a_search_on_another_claims_segment_equals_one_on_its_own():
         return search.make_config(rid, 2, 3, (0.5, 2.0), restarts=4, steps=60, segment=30)
 
     def segments():
-        return sum(key[0] == "search segment" for key in programs._PROGRAMS)
-
-    def same_rows(a, b):
-        for row_a, row_b in zip(a.rows, b.rows, strict=True):
-            for field in ("premise", "conclusion", "bound", "slack", "witness"):
-                np.testing.assert_array_equal(row_a.get(field), row_b.get(field), err_msg=field)
+        return _kept("search segment")
 
     programs.clear()
     alone = search.run(config("D12"), progress=False)
@@ -237,11 +234,48 @@ def test_a_search_on_another_claims_segment_equals_one_on_its_own():
     programs._RESULTS.clear()  # run D12's steps, on D11's program
     shared = search.run(config("D12"), progress=False)
     assert segments() == 1 and shared.seconds > 0
-    same_rows(alone, shared)
+    _same_rows(alone, shared)
     assert [r["bound"] for r in shared.rows] != [r["bound"] for r in other.rows]
     assert [r["conclusion"] for r in shared.rows] == [r["conclusion"] for r in other.rows]
     programs._RESULTS.clear()
     search.run(config("D11"), progress=False)
     taken = search.run(config("D12"), progress=False)  # D11's finished search, as it is
     assert taken.seconds == 0 and taken.steps == alone.steps
-    same_rows(alone, taken)
+    _same_rows(alone, taken)
+
+
+def _kept(name):
+    """How many programs named ``name`` this process keeps."""
+    return sum(key[0] == name for key in programs._PROGRAMS)
+
+
+def _same_rows(a, b):
+    """Two searches' rows are the same: every grid point's witness and float64 figures."""
+    for row_a, row_b in zip(a.rows, b.rows, strict=True):
+        for field in ("x", "premise", "conclusion", "bound", "slack", "witness"):
+            np.testing.assert_array_equal(row_a.get(field), row_b.get(field), err_msg=field)
+
+
+def test_searches_on_grids_of_one_length_share_programs_not_results():
+    """The premise grid is an argument of a search's programs (D9's instances cut their grids
+    at different levels): D11 on one grid, then on another of the same length, compiles one
+    segment and one float64 program of the best candidates; the second search runs its own
+    steps (a finished search on another grid is not taken) and its rows are those of a search
+    on programs of its own. D12 after it (KL ⇒ TV too) compiles only its small float64 check:
+    the candidates and their levels are D11's program's."""
+    def config(rid, grid):
+        return search.make_config(rid, 2, 3, grid, restarts=4, steps=60, segment=30)
+
+    programs.clear()
+    alone = search.run(config("D11", (0.4, 1.5)), progress=False)
+    programs.clear()
+    first = search.run(config("D11", (0.5, 2.0)), progress=False)
+    again = search.run(config("D11", (0.4, 1.5)), progress=False)
+    assert _kept("search segment") == 1 and _kept("float64 best of the search") == 1
+    assert again.seconds > 0 and [r["x"] for r in again.rows] == [0.4, 1.5]
+    assert [r["x"] for r in first.rows] == [0.5, 2.0]
+    _same_rows(alone, again)
+    d12 = search.run(config("D12", (0.4, 1.5)), progress=False)
+    assert _kept("float64 best of the search") == 1 and _kept("float64 check of the best") == 2
+    assert [r["conclusion"] for r in d12.rows] == [r["conclusion"] for r in again.rows]
+    assert [r["bound"] for r in d12.rows] != [r["bound"] for r in again.rows]

@@ -288,6 +288,26 @@ def test_rare_output_starts_reach_mironovs_two_output_optimum_at_both_seeds():
         assert 1.0 < row["slack"] <= 1.10993 * (1 + 1e-4)
 
 
+def test_starting_points_of_a_shorter_grid_are_a_longer_ones_first_rows():
+    """Restart r at grid point g draws from fold_in(key(seed), g·R + r), whatever the grid's
+    length: one compiled draw serves every grid (issue 35, the audit's time), so a grid of 2
+    points starts where the first 2 of a grid of 5 do — and a new seed starts elsewhere, and
+    every fourth restart of an ε(δ) conclusion starts with a rare output."""
+    from jaxpriv.engines.search_loop import initial_params
+
+    def params(grid, seed=0, rid="D6.a2.d1e-5"):
+        return initial_params(search.make_config(rid, 3, 3, grid, restarts=8, seed=seed))
+
+    short, long = params((0.5, 1.0)), params((0.5, 1.0, 1.5, 2.0, 3.0))
+    assert short.logits.shape == (2, 8, 3, 3) and long.logits.shape == (5, 8, 3, 3)
+    for a, b in zip(short, long):
+        np.testing.assert_array_equal(a, b[:2])
+    assert not np.array_equal(params((0.5, 1.0), seed=1).logits, short.logits)
+    lowest = np.asarray(short.logits).min(axis=(2, 3))
+    assert (lowest[:, 3::4] < lowest[:, 0::4] - 2.5).all()  # the rare outputs' lowered logits
+    assert np.all(np.isfinite(np.asarray(params((0.5,), rid="D11").logits)))
+
+
 def test_a_search_that_aborted_xla_at_optimization_level_1_compiles():
     """At XLA's backend optimization level 1, LLVM aborted the process compiling this segment
     (8 restarts, a root-found Rényi premise retraction) on AVX-512: "Cannot select: v16f32 =

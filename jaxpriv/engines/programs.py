@@ -39,9 +39,13 @@ _RESULTS: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
 
 
 def config_key(config) -> tuple:
-    """Every field of an engine's config (a dataclass) but ``relation``, as a key."""
-    return tuple((f.name, getattr(config, f.name)) for f in dataclasses.fields(config)
-                 if f.name != "relation")
+    """Every field of an engine's config (a dataclass) but ``relation``, as a key; a field the
+    config names in ``ARGUMENTS`` (a search's premise grid) by its length only: its programs
+    take its values as an argument (the grids of D9's instances differ in their last point)."""
+    arguments = getattr(type(config), "ARGUMENTS", ())
+    return tuple((f.name, ("argument of length", len(getattr(config, f.name)))
+                  if f.name in arguments else getattr(config, f.name))
+                 for f in dataclasses.fields(config) if f.name != "relation")
 
 
 def cached(name: str, relation, config, build: Callable[[], Any], *extra: Hashable,

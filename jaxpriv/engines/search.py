@@ -37,7 +37,7 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import numpy as np
@@ -49,8 +49,8 @@ from jaxpriv.core.mechanisms import Records
 from jaxpriv.engines import checks, programs, runstate, settings, subject
 from jaxpriv.engines.search_grid import (FAIL_VALUE, MAX_WITNESSES, candidate_mechanisms,
                                          evaluate_grid, float64_scores)
-from jaxpriv.engines.search_loop import (SearchState, default_optimizer, initial_params,
-                                         initial_state, make_segment)
+from jaxpriv.engines.search_loop import (SearchState, default_optimizer, grid_argument,
+                                         initial_params, initial_state, make_segment)
 from jaxpriv.engines.search_objective import (Params, SearchSetup, build, log_conclusion,
                                               objective, premise_keep)
 
@@ -127,6 +127,10 @@ class SearchConfig:
         :func:`jaxpriv.engines.search_loop._explore`); 0 turns it off.
       seed: PRNG seed.
     """
+
+    ARGUMENTS: ClassVar[tuple[str, ...]] = ("grid",)
+    """Fields the compiled programs take as arguments (keyed by their length only,
+    :func:`jaxpriv.engines.programs.config_key`)."""
 
     relation: str
     n: int
@@ -384,12 +388,13 @@ def _run(config: SearchConfig, out_dir: Path | None, resume: bool, progress: boo
                       f"{int(state.step)} of {config.steps}")
     relation = registry.get(config.relation)
     values = registry.programs.traced_values(relation, np.float32)
+    grid = grid_argument(config, np.float32)
 
     # a whole search this process already ran on the same program, settings and values (D6's
     # at D7's α and δ: the bound is no part of a search's steps) ends the same: taken as it is
     whole = shared and not resume and max_segments is None
     objective = registry.programs.objective_key(relation)
-    memo = ("search", objective, programs.config_key(config),
+    memo = ("search", objective, programs.config_key(config), config.grid,
             tuple((k, float(v)) for k, v in sorted(values.items()))) if whole else None
     found = programs.remembered(memo) if whole else None
     if found is not None:
@@ -397,10 +402,10 @@ def _run(config: SearchConfig, out_dir: Path | None, resume: bool, progress: boo
         state, done = found[0], {**done, "quiet_segments": found[1], "history": list(found[2])}
     elif shared:  # the default optimizer's program: kept on disk, shared by relations
         compiled = programs.kept("search segment", relation, config,
-                                 lambda: make_segment(config, optimizer), state, values,
+                                 lambda: make_segment(config, optimizer), state, values, grid,
                                  program=objective)
     else:
-        compiled = make_segment(config, optimizer).lower(state, values).compile()
+        compiled = make_segment(config, optimizer).lower(state, values, grid).compile()
     compile_seconds = time.perf_counter() - began
     seconds, quiet, history = done["seconds"], done["quiet_segments"], done["history"]
     total = -(-config.steps // config.segment)
@@ -414,7 +419,7 @@ def _run(config: SearchConfig, out_dir: Path | None, resume: bool, progress: boo
         if quiet >= config.patience:
             break
         began = time.perf_counter()
-        state = compiled(state, values)
+        state = compiled(state, values, grid)
         current = np.max(np.asarray(state.best_score), axis=1)
         improved = np.any(current > previous + config.tol)
         late = int(state.step) >= config.steps // 2

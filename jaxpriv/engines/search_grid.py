@@ -22,8 +22,8 @@ import numpy as np
 from jaxpriv import registry
 from jaxpriv.core.mechanisms import Mechanism
 from jaxpriv.engines import certify, io, programs, runstate
-from jaxpriv.engines.search_loop import SearchState, relation_at
-from jaxpriv.engines.search_objective import Params, build, objective_of
+from jaxpriv.engines.search_loop import SearchState, grid_argument, relation_at
+from jaxpriv.engines.search_objective import Params, build, objective_of, score_of
 from jaxpriv.kernels import fused
 
 MAX_WITNESSES = 100
@@ -39,7 +39,8 @@ def candidate_mechanisms(config, params: Params) -> Mechanism:
     batch ``(G, T, V, n, m)``. ``V = 1``, except with gates (PAC notions): one per binary gate set tried (the
     gates rounded, then each single failing output)."""
     with jax.enable_x64(True):
-        _, mech, p64 = _float64_built(config, params, _values(config))
+        _, mech, p64 = _float64_built(config, params, _values(config),
+                                      grid_argument(config, np.float64))
         return _with_gate_sets(config, mech, p64)
 
 
@@ -71,26 +72,30 @@ def float64_scores(config, params: Params) -> np.ndarray:
     relation = registry.get(config.relation)
     with jax.enable_x64(True):
         scores = programs.cached("float64 scores", relation, config, lambda: jax.jit(
-            lambda p, values: _float64_built(config, p, values)[0],
+            lambda p, values, grid: _float64_built(config, p, values, grid)[0],
             compiler_options=fused.program_options(config.n, config.m, work=0)))
-        return np.asarray(scores(params, _values(config)))
+        return np.asarray(scores(params, _values(config), grid_argument(config, np.float64)))
 
 
-def _float64_built(config, params: Params, values) -> tuple[jax.Array, Mechanism, Params]:
+def _float64_built(config, params: Params, values, grid, bound: bool = True
+                   ) -> tuple[jax.Array, Mechanism, Params]:
     """Every ``(grid point, restart)``'s float64 mechanism (built from scratch) and its hard
     objective (``(G, R)``; ``−∞`` where not finite), and the float64 parameters; ``values``:
-    the claim's parameters (:func:`jaxpriv.registry.programs.bind`)."""
+    the claim's parameters (:func:`jaxpriv.registry.programs.bind`); ``grid``: the premise
+    levels (:func:`jaxpriv.engines.search_loop.grid_argument`). ``bound=False``: the score
+    (:func:`jaxpriv.engines.search_objective.score_of`, the objective less the bound's log at
+    the grid point: the same order within a grid point) instead of the objective."""
     relation, options = relation_at(config, values)
     setup = config.setup
     eps = jnp.float64(config.param)
 
     def one(p, x):
         mech = build(p, x, eps, relation, setup)
-        value = objective_of(mech, p, x, eps, relation, setup, options, None)
+        value = (objective_of(mech, p, x, eps, relation, setup, options, None) if bound else
+                 score_of(mech, p, relation, setup, options, None))
         return jnp.where(jnp.isfinite(value), value, -jnp.inf), mech
 
     p64 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), params)
-    grid = jnp.asarray(config.grid, jnp.float64)
     scores, mechs = jax.vmap(jax.vmap(one, in_axes=(0, None)))(p64, grid)
     return scores, mechs, p64
 
@@ -99,13 +104,20 @@ def _checked_candidates(config, params: Params
                         ) -> tuple[np.ndarray, Mechanism, registry.CheckResult]:
     """Every restart's float64 score, the ``top`` best of each grid point (``(G, T)``, best
     first) as :func:`candidate_mechanisms` (the same float64 mechanisms, built once) and the
-    relation's float64 arithmetic on them, compiled as one program (op-by-op, the first call
-    spent seconds compiling hundreds of small ops; two programs built every mechanism twice)."""
+    relation's float64 check of them, in two compiled programs (op-by-op, the first call spent
+    seconds compiling hundreds of small ops; two programs built every mechanism twice):
+
+    * the scores, the best candidates and their notion levels, which never read the bound
+      (the score ranks restarts within a grid point as the objective does): one program for
+      every relation with the same notions (:func:`jaxpriv.registry.programs.levels_key`; D4
+      compiled its own, 9 s cold, where D3's served);
+    * the check's arithmetic on those levels (:func:`jaxpriv.registry.evaluate`): the bound,
+      one small program per claim."""
     base = registry.get(config.relation)
 
-    def score_build_and_check(p, values):
+    def best_and_levels(p, values, grid):
         relation, options = relation_at(config, values)
-        scores, mechs, p64 = _float64_built(config, p, values)
+        scores, mechs, p64 = _float64_built(config, p, values, grid, bound=False)
         # best first; ties (−∞ included) in restart order, as NumPy's stable argsort
         order = jnp.argsort(-scores, axis=1, stable=True)[:, :config.top]
 
@@ -116,18 +128,25 @@ def _checked_candidates(config, params: Params
         chosen = Mechanism(top(mechs.log_K), top(mechs.log_prior), top(mechs.log_belief),
                            None, mechs.records)
         chosen = _with_gate_sets(config, chosen, jax.tree_util.tree_map(top, p64))
-        return order, chosen, tuple(registry.evaluate(relation, chosen, **options)[1:])
+        return order, chosen, registry.notion_levels(relation, chosen, **options)
+
+    def check(levels, values):
+        relation, options = relation_at(config, values)
+        return tuple(registry.evaluate(relation, None, levels=levels, **options)[1:])
 
     values = _values(config)
+    options = fused.program_options(config.n, config.m, work=0)
     with jax.enable_x64(True):
-        program = programs.kept(
-            "float64 check of the best", base, config, lambda: jax.jit(
-                score_build_and_check,
-                compiler_options=fused.program_options(config.n, config.m, work=0)),
-            params, values)
-        order, mechs, arrays = program(params, values)
+        best = programs.kept(
+            "float64 best of the search", base, config,
+            lambda: jax.jit(best_and_levels, compiler_options=options),
+            params, values, grid_argument(config, np.float64),
+            program=registry.programs.levels_key(base))
+        order, mechs, levels = best(params, values, grid_argument(config, np.float64))
+        checked = programs.kept("float64 check of the best", base, config,
+                                lambda: jax.jit(check), levels, values)
         return (np.asarray(order), mechs,
-                registry.CheckResult(base.id, *(np.asarray(a) for a in arrays)))
+                registry.CheckResult(base.id, *(np.asarray(a) for a in checked(levels, values))))
 
 
 def evaluate_grid(config, state: SearchState, out_dir: Path | None

@@ -8,6 +8,7 @@ population step :func:`_explore` between segments).
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -48,12 +49,32 @@ def default_optimizer(config) -> optax.GradientTransformation:
 def initial_params(config, dtype=jnp.float32) -> Params:
     """Random starting points, a different logit scale per restart (``(G, R, ...)`` arrays);
     where the conclusion's extremes sit at rare outputs (``config.setup.rare_starts``), every
-    fourth restart starts with one (docs/engines.md, "Starting points")."""
+    fourth restart starts with one (docs/engines.md, "Starting points"). Restart ``r`` at grid
+    point ``g`` draws from the key ``fold_in(key(seed), g·R + r)``: the first ``G·R`` of a
+    longer draw are the same, so one compiled program (for :func:`_draw_count` restarts) serves
+    every grid of up to that many points (drawn op by op, a new grid length spent ~4.5 s cold
+    compiling some 40 small programs)."""
     G, R, n, m = len(config.grid), config.restarts, config.n, config.m
-    rare_starts = config.setup.rare_starts
+    count = _draw_count(G * R)
+    flat = _drawn(config.seed, n, m, bool(config.setup.rare_starts), jnp.dtype(dtype).name,
+                  count)()
+    return jax.tree_util.tree_map(lambda a: a[:G * R].reshape((G, R) + a.shape[1:]), flat)
+
+
+def _draw_count(restarts: int) -> int:
+    """The restarts :func:`initial_params` draws for ``restarts``: a power of two, at least
+    256 (a quick audit's 16 restarts at up to 16 grid points draw once per shape)."""
+    return max(256, 1 << (int(restarts) - 1).bit_length())
+
+
+@functools.lru_cache(maxsize=32)
+def _drawn(seed: int, n: int, m: int, rare_starts: bool, dtype: str, count: int):
+    """The jitted ``() -> Params`` of :func:`initial_params`'s ``count`` first starting points
+    (``(count, ...)`` arrays)."""
+    dtype = jnp.dtype(dtype)
 
     def one(index):
-        key = jax.random.fold_in(jax.random.key(config.seed), index)
+        key = jax.random.fold_in(jax.random.key(seed), index)
         k_scale, k_K, k_p, k_b, k_g = jax.random.split(key, 5)
         scale = jnp.exp(jax.random.uniform(k_scale, (), dtype, jnp.log(0.3), jnp.log(4.0)))
         logits = scale * jax.random.normal(k_K, (n, m), dtype)
@@ -71,8 +92,7 @@ def initial_params(config, dtype=jnp.float32) -> Params:
                       jax.random.normal(k_b, (n,), dtype),
                       jax.random.normal(k_g, (m,), dtype))
 
-    flat = jax.vmap(one)(jnp.arange(G * R, dtype=jnp.uint32))
-    return jax.tree_util.tree_map(lambda a: a.reshape((G, R) + a.shape[1:]), flat)
+    return jax.jit(lambda: jax.vmap(one)(jnp.arange(count, dtype=jnp.uint32)))
 
 
 def _work(config) -> int:
@@ -89,15 +109,22 @@ def relation_at(config, values):
             {**config.options, **values})
 
 
+def grid_argument(config, dtype) -> np.ndarray:
+    """``config.grid`` as the argument a search's programs take it as, ``(G,)`` of ``dtype``: a
+    program serves every grid of its length (D9's instances cut their grids at different
+    premise levels)."""
+    return np.asarray(config.grid, dtype)
+
+
 def make_segment(config, optimizer: optax.GradientTransformation):
-    """The jitted ``(state, values) -> state`` that runs ``config.segment`` optimizer steps on
-    every restart of every grid point (restarts sharded over the devices — every process's, in
-    a group); ``values``: the claim's traced parameters
+    """The jitted ``(state, values, grid) -> state`` that runs ``config.segment`` optimizer
+    steps on every restart of every grid point (restarts sharded over the devices — every
+    process's, in a group); ``values``: the claim's traced parameters
     (:func:`jaxpriv.registry.programs.traced_values` of the relation: one program serves every
     instance of a claim that shares one, and every relation with the same notions, options
-    and hints, :func:`jaxpriv.registry.programs.objective_key`: the bound is not read)."""
+    and hints, :func:`jaxpriv.registry.programs.objective_key`: the bound is not read);
+    ``grid``: :func:`grid_argument` (float32), the premise levels."""
     setup = config.setup
-    grid = jnp.asarray(config.grid, jnp.float32)
     eps = jnp.float32(config.param)
     t0, t1 = config.temperature
     mesh = Mesh(np.array(jax.devices()), ("restarts",))
@@ -131,7 +158,8 @@ def make_segment(config, optimizer: optax.GradientTransformation):
     over_restarts = jax.vmap(restart_step, in_axes=(0, 0, 0, 0, 0, None, None, None))
     over_grid = jax.vmap(over_restarts, in_axes=(0, 0, 0, 0, 0, 0, None, None))
 
-    def local_segment(params, opt_state, best_params, best_score, best_built, step, values):
+    def local_segment(params, opt_state, best_params, best_score, best_built, step, values,
+                      grid):
         def body(carry, k):
             return over_grid(*carry, grid, step + k, values), None
         carry, _ = jax.lax.scan(body, (params, opt_state, best_params, best_score, best_built),
@@ -140,27 +168,27 @@ def make_segment(config, optimizer: optax.GradientTransformation):
 
     spec = PartitionSpec(None, "restarts")
     sharded = jax.shard_map(local_segment, mesh=mesh,
-                            in_specs=(spec,) * 5 + (PartitionSpec(), PartitionSpec()),
+                            in_specs=(spec,) * 5 + (PartitionSpec(),) * 3,
                             out_specs=(spec,) * 5)
 
-    def segment(state: SearchState, values) -> SearchState:
+    def segment(state: SearchState, values, grid) -> SearchState:
         exploring = (state.step > 0) & (state.step < config.explore * config.steps)
-        state = jax.lax.cond(exploring, lambda s: _explore(config, s, values), lambda s: s,
+        state = jax.lax.cond(exploring, lambda s: _explore(config, s, grid), lambda s: s,
                              state)
         params, opt_state, best_params, best_score, best_built = sharded(
             state.params, state.opt_state, state.best_params, state.best_score,
-            state.best_built, state.step, values)
+            state.best_built, state.step, values, grid)
         return SearchState(params, opt_state, best_params, best_score,
                            state.step + config.segment, best_built)
 
     # the state comes back whole on every device (and every process of a group), for the host
     # side's checkpoints and re-checks; the next segment takes each device's share of it
     whole = NamedSharding(mesh, PartitionSpec())
-    return jax.jit(segment, donate_argnums=0, in_shardings=(whole, whole), out_shardings=whole,
+    return jax.jit(segment, donate_argnums=0, in_shardings=(whole,) * 3, out_shardings=whole,
                    compiler_options=fused.program_options(config.n, config.m, _work(config)))
 
 
-def _explore(config, state: SearchState, values) -> SearchState:
+def _explore(config, state: SearchState, grid) -> SearchState:
     """Population step: at every grid point the worst quarter of the restarts (taken from the
     second half only; the first half always runs undisturbed) restart from the best quarter's
     best parameters, perturbed; a quarter of them start instead from the best *mechanisms* of
@@ -171,7 +199,6 @@ def _explore(config, state: SearchState, values) -> SearchState:
     moving = R // 4
     if moving == 0:
         return state
-    grid = jnp.asarray(config.grid, jnp.float32)
     order = jnp.argsort(-state.best_score, axis=1)  # best first, per grid point
     # only the second half of the restarts ever moves: the first half stays independent, so
     # selection on early scores cannot crowd out a slow starter that ends best

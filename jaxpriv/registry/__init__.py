@@ -51,7 +51,7 @@ from jaxpriv.registry.records import (ATOL, PAPERS, REQUIRED, RESERVED_PARAMS, R
 from jaxpriv.registry.relations import Relation, StatisticalRelation
 from jaxpriv.registry.store import (NOTIONS, OPTIONAL, REGISTRY, get, notion, register, select,
                                     unregister)
-from jaxpriv.registry.checks import bound_at, check, evaluate, level, slack
+from jaxpriv.registry.checks import bound_at, check, evaluate, level, notion_levels, slack
 from jaxpriv.registry.claims import (CLAIMS, Claim, ClaimParameter, claim_of, register_claim,
                                      resolve, settings)
 from jaxpriv.registry import programs
@@ -63,7 +63,7 @@ __all__ = [
     "CheckResult", "Notion", "Sampling", "SearchHints", "Source", "Strategies", "is_number",
     "Relation", "StatisticalRelation",
     "NOTIONS", "OPTIONAL", "REGISTRY", "get", "notion", "register", "select", "unregister",
-    "bound_at", "check", "evaluate", "level", "slack",
+    "bound_at", "check", "evaluate", "level", "notion_levels", "slack",
     "CLAIMS", "Claim", "ClaimParameter", "claim_of", "register_claim", "resolve", "settings",
     "LOADED_PLUGINS", "PLUGIN_GROUP", "load_plugin", "load_plugins", "plugin_error",
     "programs",

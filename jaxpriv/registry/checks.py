@@ -45,14 +45,10 @@ def evaluate(relation: Relation, mech: Mechanism, *, parameter=None, rtol: float
     decide. ``levels`` may carry notion levels already computed for these options (the sweep's
     fused kernel); the others are computed here. Other arguments as in :func:`check`.
     """
-    levels = levels or {}
-
-    def level_of(key):
-        return levels[key] if key in levels else notion(key).evaluate(mech, options)
-
-    x = level_of(relation.premise)
-    y = level_of(relation.conclusion)
-    measured = jnp.zeros_like(x) if relation.parameter is None else level_of(relation.parameter)
+    levels = notion_levels(relation, mech, levels, **options)
+    x = levels[relation.premise]
+    y = levels[relation.conclusion]
+    measured = jnp.zeros_like(x) if relation.parameter is None else levels[relation.parameter]
     used = measured if parameter is None else jnp.broadcast_to(
         jnp.asarray(parameter, x.dtype), measured.shape)
     holds = measured <= used
@@ -61,11 +57,26 @@ def evaluate(relation: Relation, mech: Mechanism, *, parameter=None, rtol: float
     if relation.premise_limit is not None:
         holds &= x <= relation.premise_limit
     if relation.requires is not None:
-        holds &= level_of(relation.requires) > 0
+        holds &= levels[relation.requires] > 0
     bound = jnp.broadcast_to(jnp.asarray(relation.bound(x, used), x.dtype), x.shape)
     violated = holds & (y > bound * (1.0 + rtol) + atol)
     return CheckResult(relation.id, x, measured, used, holds, y, bound, slack(bound, y, atol),
                        violated)
+
+
+def notion_levels(relation: Relation, mech: Mechanism | None,
+                  levels: Mapping[str, jax.Array] | None = None, **options: Any
+                  ) -> dict[str, jax.Array]:
+    """The level of every notion :func:`evaluate` reads of ``relation`` — its premise,
+    conclusion, condition parameter and requirement — on ``mech`` (jit-able; those in
+    ``levels`` taken as they are). What a check computes before its bound: a search's float64
+    program computes these for the relations of every claim with the same notions, and
+    :func:`evaluate` given all of them only applies the bound (``mech`` may then be ``None``)."""
+    found = dict(levels or {})
+    for key in (relation.premise, relation.conclusion, relation.parameter, relation.requires):
+        if key is not None and key not in found:
+            found[key] = notion(key).evaluate(mech, options)
+    return found
 
 
 def _where_defined(fn) -> str:

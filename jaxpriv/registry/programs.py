@@ -37,7 +37,7 @@ import numpy as np
 from jaxpriv.core.errors import InputError
 from jaxpriv.registry.store import _BUILTIN, CLAIMS, NOTIONS, REGISTRY
 
-__all__ = ["bind", "check_float32", "is_builtin", "objective_key", "program_key",
+__all__ = ["bind", "check_float32", "is_builtin", "levels_key", "objective_key", "program_key",
            "traced_values"]
 
 
@@ -99,6 +99,18 @@ def objective_key(relation) -> Hashable:
     text = (keys, relation.scales_with_parameter, repr(relation.search), relation.needs_records,
             static, tuple(sorted(traced)))
     return ("objective", text, tuple(NOTIONS.get(k) for k in keys))
+
+
+def levels_key(relation) -> Hashable:
+    """The key of a program that reads what :func:`objective_key`'s does and the relation's
+    condition-parameter and requirement notions, never its bound — a search's float64 scores,
+    best candidates and their notion levels (:func:`jaxpriv.registry.checks.notion_levels`):
+    shared by D3 and D4, D6 and D7, C1, C2, C4 and C7 at one k. ``("levels", text,
+    records)`` as :func:`objective_key`'s."""
+    _, text, records = objective_key(relation)
+    more = tuple(k for k in (relation.parameter, relation.requires) if k)
+    return ("levels", (text, (relation.parameter, relation.requires)),
+            records + tuple(NOTIONS.get(k) for k in more))
 
 
 def traced_values(relation, dtype=None) -> dict[str, Any]:
