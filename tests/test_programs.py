@@ -279,3 +279,23 @@ def test_searches_on_grids_of_one_length_share_programs_not_results():
     assert _kept("float64 best of the search") == 1 and _kept("float64 check of the best") == 2
     assert [r["conclusion"] for r in d12.rows] == [r["conclusion"] for r in again.rows]
     assert [r["bound"] for r in d12.rows] != [r["bound"] for r in again.rows]
+
+
+def test_a_sweeps_float64_levels_serve_every_claim_with_its_notions():
+    """D7's sweep after D6's (Rényi ⇒ ε(δ), two bounds): the float64 levels of the screened
+    candidates are D6's program's, and only the small check of D7's bound is compiled; D7's
+    envelope, counts, least slack and witnesses are those of D7 swept on programs of its own."""
+    def config(rid):
+        return sweep.make_config(rid, 3, 3, 6000, seed=3, chunk=2000)
+
+    programs.clear()
+    alone = sweep.run(config("D7.a2.d1e-5"), progress=False)
+    programs.clear()
+    sweep.run(config("D6.a2.d1e-5"), progress=False)
+    assert _kept("float64 levels") == 1 and _kept("float64 screen") == 1
+    shared = sweep.run(config("D7.a2.d1e-5"), progress=False)
+    assert _kept("float64 levels") == 1 and _kept("float64 screen") == 2
+    a, b = _envelope(alone), _envelope(shared)
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    assert shared.worst_slack == alone.worst_slack

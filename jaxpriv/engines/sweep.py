@@ -229,16 +229,25 @@ def float64_screen(config: SweepConfig, relation, options) -> Callable[[Mechanis
     mechanisms (slack ``+∞`` where the condition fails), compiled ahead of the timed loop: the
     eager float64 check costs ~150 ms per batch at n = m = 8, the compiled one ~1 ms. Only a
     screen: :func:`jaxpriv.engines.runstate.verify_witness` re-checks each hit eagerly before
-    it counts."""
+    it counts.
+
+    Two programs: the notions' float64 levels (:func:`jaxpriv.registry.notion_levels`), which
+    never read the bound — one for every relation with the same notions and options
+    (:func:`jaxpriv.registry.programs.levels_key`: D4 takes D3's, D7 D6's; ~2.5 s cold each)
+    — and the check's arithmetic on them, the bound's, one small program per claim."""
     k, n, m = config.candidates, config.n, config.m
     spec = sampler_spec(config, relation)
     has_values = spec.values
     values = registry.programs.traced_values(relation, np.float64)
     fixed = {key: value for key, value in options.items() if key not in values}
 
-    def screen(mech, at_values):
+    def levels_of(mech, at_values):
         at = registry.programs.bind(relation, at_values)
-        result = registry.evaluate(at, mech, **fixed, **at_values)
+        return registry.notion_levels(at, mech, **fixed, **at_values)
+
+    def screen(levels, at_values):
+        at = registry.programs.bind(relation, at_values)
+        result = registry.evaluate(at, None, levels=levels, **fixed, **at_values)
         return result.violated, jnp.where(result.condition_holds, result.slack, jnp.inf)
 
     with jax.enable_x64(True):
@@ -247,9 +256,18 @@ def float64_screen(config: SweepConfig, relation, options) -> Callable[[Mechanis
                           jax.ShapeDtypeStruct((k, n), f64), jax.ShapeDtypeStruct((k, n), f64),
                           jax.ShapeDtypeStruct((k, m), f64) if has_values else None,
                           spec.records)
-        compiled = programs.kept("float64 screen", relation, config, lambda: jax.jit(screen),
-                                 shape, values, extra=tuple(sorted(fixed.items())))
-    return lambda mech: compiled(mech, values)
+        extra = tuple(sorted(fixed.items()))
+        levels = programs.kept("float64 levels", relation, config, lambda: jax.jit(levels_of),
+                               shape, values, extra=extra,
+                               program=registry.programs.levels_key(relation))
+        # the levels' shapes and types as the program returns them (traced again only where
+        # the program does not say: never for one compiled or loaded from disk)
+        example = jax.tree_util.tree_map(
+            lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype),
+            getattr(levels, "out_info", None) or jax.eval_shape(levels_of, shape, values))
+        checked = programs.kept("float64 screen", relation, config, lambda: jax.jit(screen),
+                                example, values, extra=extra)
+    return lambda mech: checked(levels(mech, values), values)
 
 
 def _warm_float64(config: SweepConfig, screen) -> None:
