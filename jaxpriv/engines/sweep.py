@@ -48,10 +48,12 @@ import numpy as np
 from jaxpriv import registry
 from jaxpriv.engines import checks, io, programs, runstate, settings, subject
 from jaxpriv.engines.sweep_state import Best, Candidates, SweepState, initial_state
+from jaxpriv.engines.sweep_verify import (_warm_float64, float64_screen, mechanism_of,
+                                          record_mechanism, violated_in_float64)
 from jaxpriv.engines.sweep_step import (GROUP_ENTRIES, Step, block_group, envelope_score,
                                         make_step, sampler_spec, uses_fused_kernel)
 from jaxpriv.core.errors import InputError
-from jaxpriv.core.mechanisms import Mechanism, Records
+from jaxpriv.core.mechanisms import Records
 
 __all__ = ["CHECKPOINT", "CHECKPOINT_META", "SETTING_OPTIONS", "STEP_ENTRIES", "SweepConfig",
            "SweepResult", "make_config", "run", "envelope_rows", "worst_point",
@@ -203,112 +205,8 @@ def _check_chunk(chunk) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# host side: verification, checkpoints, reports
+# host side: checkpoints, reports (the float64 verification: sweep_verify)
 # --------------------------------------------------------------------------------------------
-
-
-def record_mechanism(config: SweepConfig, best: Best, i: int) -> Mechanism:
-    """Entry ``i`` of a device-side record, as a float64 mechanism."""
-    spec = sampler_spec(config)
-    return mechanism_of(best.log_K[i], best.log_prior[i], best.log_belief[i], best.values[i],
-                        spec.values, spec.records)
-
-
-def mechanism_of(log_K, log_prior, log_belief, values, has_values: bool,
-                 records: Records | None = None) -> Mechanism:
-    """A float64 mechanism from one record's float32 arrays (validated and renormalized)."""
-    with jax.enable_x64(True):
-        return Mechanism.from_log_K(np.asarray(log_K, np.float64), np.asarray(log_prior, np.float64),
-                                    np.asarray(log_belief, np.float64),
-                                    np.asarray(values, np.float64) if has_values else None,
-                                    records=records, dtype=np.float64)
-
-
-def float64_screen(config: SweepConfig, relation, options) -> Callable[[Mechanism], tuple]:
-    """``(violated, slack)`` of ``registry.evaluate`` on a float64 batch of ``config.candidates``
-    mechanisms (slack ``+∞`` where the condition fails), compiled ahead of the timed loop: the
-    eager float64 check costs ~150 ms per batch at n = m = 8, the compiled one ~1 ms. Only a
-    screen: :func:`jaxpriv.engines.runstate.verify_witness` re-checks each hit eagerly before
-    it counts.
-
-    Two programs: the notions' float64 levels (:func:`jaxpriv.registry.notion_levels`), which
-    never read the bound — one for every relation with the same notions and options
-    (:func:`jaxpriv.registry.programs.levels_key`: D4 takes D3's, D7 D6's; ~2.5 s cold each)
-    — and the check's arithmetic on them, the bound's, one small program per claim."""
-    k, n, m = config.candidates, config.n, config.m
-    spec = sampler_spec(config, relation)
-    has_values = spec.values
-    values = registry.programs.traced_values(relation, np.float64)
-    fixed = {key: value for key, value in options.items() if key not in values}
-
-    def levels_of(mech, at_values):
-        at = registry.programs.bind(relation, at_values)
-        return registry.notion_levels(at, mech, **fixed, **at_values)
-
-    def screen(levels, at_values):
-        at = registry.programs.bind(relation, at_values)
-        result = registry.evaluate(at, None, levels=levels, **fixed, **at_values)
-        return result.violated, jnp.where(result.condition_holds, result.slack, jnp.inf)
-
-    with jax.enable_x64(True):
-        f64 = jnp.float64
-        shape = Mechanism(jax.ShapeDtypeStruct((k, n, m), f64),
-                          jax.ShapeDtypeStruct((k, n), f64), jax.ShapeDtypeStruct((k, n), f64),
-                          jax.ShapeDtypeStruct((k, m), f64) if has_values else None,
-                          spec.records)
-        extra = tuple(sorted(fixed.items()))
-        levels = programs.kept("float64 levels", relation, config, lambda: jax.jit(levels_of),
-                               shape, values, extra=extra,
-                               program=registry.programs.levels_key(relation))
-        # the levels' shapes and types as the program returns them (traced again only where
-        # the program does not say: never for one compiled or loaded from disk)
-        example = jax.tree_util.tree_map(
-            lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype),
-            getattr(levels, "out_info", None) or jax.eval_shape(levels_of, shape, values))
-        checked = programs.kept("float64 screen", relation, config, lambda: jax.jit(screen),
-                                example, values, extra=extra)
-    return lambda mech: checked(levels(mech, values), values)
-
-
-def _warm_float64(config: SweepConfig, screen) -> None:
-    """One pass of the host's float64 check on uniform mechanisms, before the timed loop: its
-    first call (eager conversions dispatched for the first time) took 0.18 s, a third of a
-    300,000-mechanism R5 sweep; later ones 3 ms."""
-    k, n, m = config.candidates, config.n, config.m
-    spec = sampler_spec(config)
-    uniform = np.full((k, n), -np.log(n), np.float32)
-    mech = mechanism_of(np.full((k, n, m), -np.log(m), np.float32), uniform, uniform,
-                        np.zeros((k, m), np.float32), spec.values, spec.records)
-    with jax.enable_x64(True):
-        jax.block_until_ready(screen(mech))
-
-
-def violated_in_float64(config: SweepConfig, screen, candidates: Candidates,
-                        lowest: dict | None = None) -> tuple[list[int], dict | None]:
-    """The candidates whose float32 slack is below ``candidate_slack`` and that violate the
-    relation when recomputed in float64, and the lowest float64 slack among the chunk's
-    candidates and ``lowest`` (the runs' so far: ``{"slack", "index", "record"}``, the record
-    the candidate's float32 arrays as lists). All are checked in one call of a fixed shape (a
-    tight bound sends a full set of candidates every chunk; one call per candidate, or a new
-    shape per chunk, made this the sweep's bottleneck)."""
-    slack = np.asarray(candidates.score)
-    index = np.asarray(candidates.index)
-    real = index < config.count
-    picked = (slack < config.candidate_slack) & real
-    if not real.any():
-        return [], lowest
-    spec = sampler_spec(config)
-    mech = mechanism_of(candidates.log_K, candidates.log_prior, candidates.log_belief,
-                        candidates.values, spec.values, spec.records)
-    with jax.enable_x64(True):
-        violated, slack64 = (np.asarray(a) for a in screen(mech))
-    slack64 = np.where(real & ~np.isnan(slack64), slack64, np.inf)
-    k = int(np.argmin(slack64))
-    if np.isfinite(slack64[k]) and (lowest is None or slack64[k] < lowest["slack"]):
-        lowest = {"slack": float(slack64[k]), "index": int(index[k]), "record": {
-            name: np.asarray(getattr(candidates, name)[k]).tolist()
-            for name in ("log_K", "log_prior", "log_belief", "values")}}
-    return [int(k) for k in np.flatnonzero(picked & violated)], lowest
 
 
 def save_checkpoint(out: Path, config: SweepConfig, state: SweepState, next_chunk: int,
