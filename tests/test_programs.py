@@ -52,20 +52,29 @@ def test_a_sweep_run_on_a_shared_program_equals_one_run_on_its_own():
     """Sweep D6.a2.d1e-5, then D6.a16.d1e-2 on the program compiled for the first: the same
     envelope, counts and witnesses as D6.a16.d1e-2 compiled on its own (a constant of the
     first instance left in the program would move them)."""
-    def config(rid):
-        return sweep.make_config(rid, 3, 3, 6000, seed=3, chunk=2000)
+    kept = {}
+    alone, shared = _swept_alone_and_after("D6.a16.d1e-2", "D6.a2.d1e-5",
+                                           lambda: kept.setdefault("n", len(programs._PROGRAMS)))
+    assert len(programs._PROGRAMS) == kept["n"]  # nothing new was compiled
+    assert alone.worst_slack is None or shared.worst_slack == alone.worst_slack
+
+
+def _swept_alone_and_after(rid, first, between=lambda: None):
+    """``rid`` swept on programs of its own, and again after ``first`` in the same process
+    (``between()`` called between the two), at 3×3; the two envelopes asserted equal."""
+    def config(r):
+        return sweep.make_config(r, 3, 3, 6000, seed=3, chunk=2000)
 
     programs.clear()
-    alone = sweep.run(config("D6.a16.d1e-2"), progress=False)
+    alone = sweep.run(config(rid), progress=False)
     programs.clear()
-    sweep.run(config("D6.a2.d1e-5"), progress=False)
-    kept = len(programs._PROGRAMS)
-    shared = sweep.run(config("D6.a16.d1e-2"), progress=False)
-    assert len(programs._PROGRAMS) == kept  # nothing new was compiled
+    sweep.run(config(first), progress=False)
+    between()
+    shared = sweep.run(config(rid), progress=False)
     a, b = _envelope(alone), _envelope(shared)
     for key in a:
         np.testing.assert_array_equal(a[key], b[key], err_msg=key)
-    assert alone.worst_slack is None or shared.worst_slack == alone.worst_slack
+    return alone, shared
 
 
 def test_a_search_run_on_a_shared_program_equals_one_run_on_its_own():
@@ -285,17 +294,9 @@ def test_a_sweeps_float64_levels_serve_every_claim_with_its_notions():
     """D7's sweep after D6's (Rényi ⇒ ε(δ), two bounds): the float64 levels of the screened
     candidates are D6's program's, and only the small check of D7's bound is compiled; D7's
     envelope, counts, least slack and witnesses are those of D7 swept on programs of its own."""
-    def config(rid):
-        return sweep.make_config(rid, 3, 3, 6000, seed=3, chunk=2000)
+    def after_d6():
+        assert _kept("float64 levels") == 1 and _kept("float64 screen") == 1
 
-    programs.clear()
-    alone = sweep.run(config("D7.a2.d1e-5"), progress=False)
-    programs.clear()
-    sweep.run(config("D6.a2.d1e-5"), progress=False)
-    assert _kept("float64 levels") == 1 and _kept("float64 screen") == 1
-    shared = sweep.run(config("D7.a2.d1e-5"), progress=False)
+    alone, shared = _swept_alone_and_after("D7.a2.d1e-5", "D6.a2.d1e-5", after_d6)
     assert _kept("float64 levels") == 1 and _kept("float64 screen") == 2
-    a, b = _envelope(alone), _envelope(shared)
-    for key in a:
-        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
     assert shared.worst_slack == alone.worst_slack
