@@ -134,15 +134,14 @@ def _checked_candidates(config, params: Params
         relation, options = relation_at(config, values)
         return tuple(registry.evaluate(relation, None, levels=levels, **options)[1:])
 
-    values = _values(config)
+    values, grid = _values(config), grid_argument(config, np.float64)
     options = fused.program_options(config.n, config.m, work=0)
     with jax.enable_x64(True):
         best = programs.kept(
             "float64 best of the search", base, config,
             lambda: jax.jit(best_and_levels, compiler_options=options),
-            params, values, grid_argument(config, np.float64),
-            program=registry.programs.levels_key(base))
-        order, mechs, levels = best(params, values, grid_argument(config, np.float64))
+            params, values, grid, program=registry.programs.levels_key(base))
+        order, mechs, levels = best(params, values, grid)
         checked = programs.kept("float64 check of the best", base, config,
                                 lambda: jax.jit(check), levels, values)
         return (np.asarray(order), mechs,
