@@ -48,8 +48,8 @@ import numpy as np
 from jaxpriv import registry
 from jaxpriv.engines import checks, io, programs, runstate, settings, subject
 from jaxpriv.engines.sweep_state import Best, Candidates, SweepState, initial_state
-from jaxpriv.engines.sweep_verify import (_warm_float64, float64_screen, mechanism_of,
-                                          record_mechanism, violated_in_float64)
+from jaxpriv.engines.sweep_verify import (float64_screen, mechanism_of, record_mechanism,
+                                          violated_in_float64, warm_float64)
 from jaxpriv.engines.sweep_step import (GROUP_ENTRIES, Step, block_group, envelope_score,
                                         make_step, sampler_spec, uses_fused_kernel)
 from jaxpriv.core.errors import InputError
@@ -300,7 +300,7 @@ def _run(config: SweepConfig, out_dir: Path | None, resume: bool, progress: bool
         config, relation).compile(state, jnp.int32(start), programs.compiler(relation, config))
     ).at(relation)
     screen = float64_screen(config, relation, options)
-    _warm_float64(config, screen)
+    warm_float64(config, screen)
     compile_seconds = time.perf_counter() - began
     current = {"state": state, "lowest": lowest}
 

@@ -19,8 +19,10 @@ from jaxpriv.core.mechanisms import Mechanism, Records
 from jaxpriv.engines import programs
 from jaxpriv.engines.sweep_state import Best, Candidates
 from jaxpriv.engines.sweep_step import sampler_spec
+from jaxpriv.kernels import fused
 
-__all__ = ["float64_screen", "mechanism_of", "record_mechanism", "violated_in_float64"]
+__all__ = ["float64_screen", "mechanism_of", "record_mechanism", "violated_in_float64",
+           "warm_float64"]
 
 
 def record_mechanism(config, best: Best, i: int) -> Mechanism:
@@ -73,7 +75,12 @@ def float64_screen(config, relation, options) -> Callable[[Mechanism], tuple]:
                           jax.ShapeDtypeStruct((k, m), f64) if has_values else None,
                           spec.records)
         extra = tuple(sorted(fixed.items()))
-        levels = programs.kept("float64 levels", relation, config, lambda: jax.jit(levels_of),
+        # one batch of candidates a chunk (fused.check_program_options: level 0 for a short
+        # sweep's, whose compile costs more than their run)
+        chunks = -(-config.count // config.chunk)
+        options = fused.check_program_options(n, m, work=chunks * k * n * m)
+        levels = programs.kept("float64 levels", relation, config,
+                               lambda: jax.jit(levels_of, compiler_options=options),
                                shape, values, extra=extra,
                                program=registry.programs.levels_key(relation))
         # the levels' shapes and types as the program returns them (traced again only where
@@ -81,12 +88,13 @@ def float64_screen(config, relation, options) -> Callable[[Mechanism], tuple]:
         example = jax.tree_util.tree_map(
             lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype),
             getattr(levels, "out_info", None) or jax.eval_shape(levels_of, shape, values))
-        checked = programs.kept("float64 screen", relation, config, lambda: jax.jit(screen),
+        checked = programs.kept("float64 screen", relation, config,
+                                lambda: jax.jit(screen, compiler_options=options),
                                 example, values, extra=extra)
     return lambda mech: checked(levels(mech, values), values)
 
 
-def _warm_float64(config, screen) -> None:
+def warm_float64(config, screen) -> None:
     """One pass of the host's float64 check on uniform mechanisms, before the timed loop: its
     first call (eager conversions dispatched for the first time) took 0.18 s, a third of a
     300,000-mechanism R5 sweep; later ones 3 ms."""

@@ -15,6 +15,7 @@ import numpy as np
 
 from jaxpriv.core.errors import InputError
 from jaxpriv.core.mechanisms import Mechanism
+from jaxpriv.kernels import fused
 from jaxpriv.registry.records import ATOL, RTOL, CheckResult
 from jaxpriv.registry.relations import Relation, _same
 from jaxpriv.registry import programs
@@ -141,7 +142,7 @@ def check(relation: Relation, mech: Mechanism, *, parameter=None, rtol: float = 
         key = _check_key(programs.program_key(relation) if shared else ("relation", relation),
                          parameter is None, rtol, atol,
                          {k: v for k, v in options.items() if k not in values})
-        compiled = _compiled_check(key, relation)
+        compiled = _compiled_check(key, relation, _options_for(mech.log_K))
         if compiled is not None:
             try:
                 arrays = compiled(mech, 0.0 if parameter is None else parameter, values)
@@ -171,15 +172,25 @@ def _check_key(program, measured: bool, rtol, atol, options):
     return _hashable(program, measured, rtol, atol, tuple(sorted(options.items())))
 
 
-def _compiled_check(key, relation):
-    """:func:`check`'s arithmetic as one compiled program per relation (or claim) and options
-    (op by op, a database relation's float64 check compiled dozens of small programs, ~1 s),
-    taking the claim's parameters as arguments, or ``None`` where it cannot be cached (``key``
-    None) or compiled."""
+def _options_for(log_K) -> tuple:
+    """The XLA options of a float64 program run once on ``log_K``'s batch, as sorted items
+    (a key): :func:`jaxpriv.kernels.fused.check_program_options` — level 0 for a few small
+    mechanisms (a witness, a sweep's record; D8's check of one compiled in 3.7 s at XLA's
+    defaults), level 2 for a large one (``jaxpriv eval`` of a 300×300 mechanism)."""
+    n, m = log_K.shape[-2:]
+    return tuple(sorted((fused.check_program_options(n, m, work=log_K.size) or {}).items()))
+
+
+def _compiled_check(key, relation, compiler: tuple = ()):
+    """:func:`check`'s arithmetic as one compiled program per relation (or claim), options and
+    XLA options ``compiler`` (:func:`_options_for`; op by op, a database relation's float64
+    check compiled dozens of small programs, ~1 s), taking the claim's parameters as arguments,
+    or ``None`` where it cannot be cached (``key`` None) or compiled."""
     if key is None or key in _not_compiled:
         return None
+    _, measured, rtol, atol, items = key
+    key = (*key, compiler)
     if key not in _compiled_checks:
-        _, measured, rtol, atol, items = key
         options = dict(items)
 
         def run(mech, parameter, values):
@@ -187,7 +198,7 @@ def _compiled_check(key, relation):
             result = evaluate(at, mech, parameter=None if measured else parameter,
                               rtol=rtol, atol=atol, **options, **values)
             return tuple(result[1:])
-        _compiled_checks[key] = jax.jit(run)
+        _compiled_checks[key] = jax.jit(run, compiler_options=dict(compiler) or None)
     return _compiled_checks[key]
 
 
@@ -253,20 +264,23 @@ def level(key: str, mech: Mechanism, **params: Any):
         raise InputError(f"notion {key!r} is defined on databases: the mechanism needs a "
                          "records layout")
     with jax.enable_x64(True):  # compiled: op by op, iterative notions take seconds
-        return np.asarray(_compiled_level(record, params)(mech.astype(jnp.float64)))
+        return np.asarray(_compiled_level(record, params, _options_for(mech.log_K))(
+            mech.astype(jnp.float64)))
 
 
 _compiled_levels: dict = {}
 
 
-def _compiled_level(record, params: dict):
-    """:func:`level`'s compiled program, one per notion record and parameters: a new closure
-    on every call was traced, lowered and compiled again every time (``jaxpriv show`` compiled
-    ~90 programs per witness, however many it had seen before). Unhashable parameters: not
-    cached."""
-    key = _hashable(record, tuple(sorted(params.items())))
+def _compiled_level(record, params: dict, compiler: tuple = ()):
+    """:func:`level`'s compiled program, one per notion record, parameters and XLA options
+    ``compiler`` (:func:`_options_for`): a new closure on every call was traced, lowered and
+    compiled again every time (``jaxpriv show`` compiled ~90 programs per witness, however many
+    it had seen before). Unhashable parameters: not cached."""
+    key = _hashable(record, tuple(sorted(params.items())), compiler)
+    options = dict(compiler) or None
     if key is None:
-        return jax.jit(lambda m: record.evaluate(m, params))
+        return jax.jit(lambda m: record.evaluate(m, params), compiler_options=options)
     if key not in _compiled_levels:
-        _compiled_levels[key] = jax.jit(lambda m: record.evaluate(m, params))
+        _compiled_levels[key] = jax.jit(lambda m: record.evaluate(m, params),
+                                        compiler_options=options)
     return _compiled_levels[key]
