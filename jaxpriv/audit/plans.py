@@ -81,7 +81,7 @@ class Budget:
 
 
 BUDGETS: dict[str, Budget] = {
-    # 7–10 minutes on a 2-core CPU with empty caches (compile time most of it), ~4 warm;
+    # 7–8 minutes on a 2-core CPU with empty caches (compile time most of it), ~2.5 warm;
     # the target is 3 (issue 35, benchmarks/bench_audit.py)
     "quick": Budget("quick", sweep_count=20_000, sweep_n=4, sweep_m=4, search_n=3, search_m=3,
                     grid=(0.1, 3.0, 6), param=0.5, restarts=16, steps=300, k=2, r=2,
