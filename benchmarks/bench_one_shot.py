@@ -1,7 +1,7 @@
 """Compile and run time of a float64 program run once: a relation's notion levels on a batch of
 candidates, compiled at XLA's defaults, at level 2 with the elemental fusion emitters, and at
-level 0 with them (:func:`jaxpriv.kernels.fused.check_program_options` picks level 0 below
-``CHECK_WORK`` entries of K, level 2 above).
+level 0 with them (:func:`jaxpriv.kernels.fused.one_shot_options` picks level 0 below
+``ONE_SHOT_WORK`` entries of K, level 2 above).
 
 Usage: python benchmarks/bench_one_shot.py [--relations D8.d1e-2,D3,C6.k10.d1e-6]
     [--count 64] [--n 4] [--m 4] [--json results.json]

@@ -307,15 +307,15 @@ def test_a_sweeps_float64_levels_serve_every_claim_with_its_notions():
 
 def test_one_shot_float64_programs_compile_cheaply_and_agree_with_long_runs():
     """A float64 program run once on a few mechanisms (a witness, a sweep's candidates) is
-    compiled at XLA's level 0, one over many at level 2 (kernels.fused.check_program_options):
+    compiled at XLA's level 0, one over many at level 2 (kernels.fused.one_shot_options):
     the same levels either way, to float64 rounding."""
     from jaxpriv.kernels import fused
     from jaxpriv.registry import checks
 
-    assert fused.check_program_options(4, 4, work=64 * 16)["xla_backend_optimization_level"] == 0
-    assert fused.check_program_options(4, 4, work=10**6)["xla_backend_optimization_level"] == 2
+    assert fused.one_shot_options(4, 4, work=64 * 16)["xla_backend_optimization_level"] == 0
+    assert fused.one_shot_options(4, 4, work=10**6)["xla_backend_optimization_level"] == 2
     rng = np.random.default_rng(5)
-    count = -(-fused.CHECK_WORK // 9)  # 3×3 mechanisms: just enough for level 2
+    count = -(-fused.ONE_SHOT_WORK // 9)  # 3×3 mechanisms: just enough for level 2
     with jax.enable_x64(True):
         log_K = jnp.asarray(np.log(rng.dirichlet(np.ones(3), size=(count, 3))))
         flat = jnp.full((count, 3), -np.log(3.0))

@@ -92,16 +92,11 @@ def _drawn(seed: int, n: int, m: int, rare_starts: bool, dtype: str, count: int)
                       jax.random.normal(k_b, (n,), dtype),
                       jax.random.normal(k_g, (m,), dtype))
 
-    # a one-shot program, at XLA's level 0 with the elemental emitters (DRAW_OPTIONS)
+    # a one-shot program (fused.one_shot_options, level 0 whatever the count: a shorter grid's
+    # starts stay a longer one's first rows): at n = m = 3 and 256 starts it compiled in
+    # 0.5–0.65 s against 3.1 s at XLA's defaults, logits within 4e-6 (2-core AVX2 EPYC)
     return jax.jit(lambda: jax.vmap(one)(jnp.arange(count, dtype=jnp.uint32)),
-                   compiler_options=DRAW_OPTIONS if jax.default_backend() == "cpu" else None)
-
-
-DRAW_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
-"""XLA options of the program that draws a search's starting points (:func:`_drawn`), run once:
-at n = m = 3 and 256 starts it compiled in 0.5–0.65 s, against 1.4 s at level 2 and 3.1 s at
-XLA's defaults (2-core AVX2 EPYC, 2026-11-29), which draw the same logits to float32 rounding
-(≤ 4e-6 apart); the suite compiles its programs this way too (``tests/conftest.py``)."""
+                   compiler_options=fused.one_shot_options(n, m))
 
 
 def _work(config) -> int:

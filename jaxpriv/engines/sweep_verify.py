@@ -75,10 +75,10 @@ def float64_screen(config, relation, options) -> Callable[[Mechanism], tuple]:
                           jax.ShapeDtypeStruct((k, m), f64) if has_values else None,
                           spec.records)
         extra = tuple(sorted(fixed.items()))
-        # one batch of candidates a chunk (fused.check_program_options: level 0 for a short
+        # one batch of candidates a chunk (fused.one_shot_options: level 0 for a short
         # sweep's, whose compile costs more than their run)
         chunks = -(-config.count // config.chunk)
-        options = fused.check_program_options(n, m, work=chunks * k * n * m)
+        options = fused.one_shot_options(n, m, work=chunks * k * n * m)
         levels = programs.kept("float64 levels", relation, config,
                                lambda: jax.jit(levels_of, compiler_options=options),
                                shape, values, extra=extra,

@@ -205,31 +205,33 @@ def program_options(n: int, m: int, work: float | None = None) -> dict[str, str 
     return options
 
 
-CHECK_WORK = 10**4
-"""Below this much work (entries of K a float64 program evaluates over its run) the program is
-compiled at XLA's optimization level 0 (:func:`check_program_options`)."""
+ONE_SHOT_WORK = 10**4
+"""Below this much work (entries of K a program evaluates over its run) a one-shot program is
+compiled at XLA's optimization level 0 (:func:`one_shot_options`)."""
 
 
-def check_program_options(n: int, m: int, work: float) -> dict[str, str | int] | None:
-    """XLA options for a float64 program that scores or checks a few mechanisms (a search's
-    best restarts, a sweep's candidates, the arithmetic of their check): :func:`program_options`
-    for a one-shot program, and below :data:`CHECK_WORK` (``work``: entries of K evaluated over
-    every call) the backend's optimization level 0.
+def one_shot_options(n: int, m: int, work: float = 0) -> dict[str, str | int] | None:
+    """XLA options for a program run once or a few times on few mechanisms (a sweep's float64
+    screen of its candidates, the float64 check of a witness, the draw of a search's starting
+    points): :func:`program_options` for a one-shot program, and below :data:`ONE_SHOT_WORK`
+    (``work``: entries of K evaluated over every call) the backend's optimization level 0.
 
-    Measured on the 2-core AVX2 EPYC (2026-11-29), the float64 notion levels of 64 candidates at
-    n = m = 4: D8's (zCDP, ε(δ)) compile in 3.27 s at XLA's defaults, 2.16 s at level 2 with
-    the elemental emitters, 0.94 s at level 0, and run in 23, 25 and 131 ms (D3 3.62 / 1.89 /
-    0.91 s, C6 3.56 / 2.41 / 1.25 s): level 0 saves more compiling than it costs running
-    up to ~10,000 entries. Its values differ from the defaults' by at most 5e-16 relative
-    (level 2 and 1: identical); every reported violation is verified again op by op either
-    way (:func:`jaxpriv.engines.runstate.verify_witness`). The suite compiles its own programs
-    at level 0 too (``tests/conftest.py``).
+    Measured on the 2-core AVX2 EPYC (2026-11-29, ``benchmarks/bench_one_shot.py``), the
+    float64 notion levels of 64 candidates at n = m = 4: D8's (zCDP, ε(δ)) compile in 4.6 s at
+    XLA's defaults, 3.2 s at level 2 with the elemental emitters, 1.5 s at level 0, and run in
+    25, 32 and 154 ms (D3 and C6 alike): level 0 saves more compiling than it costs running up
+    to ~10,000 entries. Its values differ from the defaults' by at most 5e-16 relative (level 2:
+    identical); a violation still counts only once :func:`jaxpriv.engines.runstate.verify_witness`
+    has checked it again from its saved file. Not for a search's float64 best-of-search
+    program: it retracts every restart (bisections of zCDP levels) and ran slower at level 0
+    than it compiled faster. The suite compiles its own programs at level 0 too
+    (``tests/conftest.py``).
 
     Examples:
-      >>> options = check_program_options(4, 4, work=64 * 16)  # one batch of 64 candidates
+      >>> options = one_shot_options(4, 4, work=64 * 16)  # one batch of 64 candidates
     """
     options = program_options(n, m, work=0)
-    if options is not None and work < CHECK_WORK:
+    if options is not None and work < ONE_SHOT_WORK:
         options["xla_backend_optimization_level"] = 0
     return options
 

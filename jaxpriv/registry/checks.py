@@ -174,11 +174,11 @@ def _check_key(program, measured: bool, rtol, atol, options):
 
 def _options_for(log_K) -> tuple:
     """The XLA options of a float64 program run once on ``log_K``'s batch, as sorted items
-    (a key): :func:`jaxpriv.kernels.fused.check_program_options` — level 0 for a few small
+    (a key): :func:`jaxpriv.kernels.fused.one_shot_options` — level 0 for a few small
     mechanisms (a witness, a sweep's record; D8's check of one compiled in 3.7 s at XLA's
     defaults), level 2 for a large one (``jaxpriv eval`` of a 300×300 mechanism)."""
     n, m = log_K.shape[-2:]
-    return tuple(sorted((fused.check_program_options(n, m, work=log_K.size) or {}).items()))
+    return tuple(sorted((fused.one_shot_options(n, m, work=log_K.size) or {}).items()))
 
 
 def _compiled_check(key, relation, compiler: tuple = ()):
