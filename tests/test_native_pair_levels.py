@@ -117,6 +117,84 @@ def test_native_level_edge_cases():
         native.zcdp_orders(jnp.zeros((2, 3), jnp.float32), jnp.zeros((3,), jnp.float32))
 
 
+def _group_mechanisms(rng, count, n, m, concentration):
+    """``count`` random ``n × m`` mechanisms' ordered pairs, float32 ``(count, n, n, m)`` each
+    of log P and log Q, as the mechanism level lays them out (the diagonal included)."""
+    with np.errstate(divide="ignore"):
+        log_K = np.log(rng.dirichlet(np.full(m, concentration), size=(count, n)))
+    log_K = _float32(log_K)
+    return pair_notions.split_pairs(log_K)
+
+
+@pytest.mark.parametrize("n, m, concentration", [(2, 2, 1.0), (3, 3, 0.05), (4, 4, 1.0),
+                                                 (4, 4, 0.3), (4, 4, 30.0), (6, 8, 0.5)])
+def test_grouped_level_keeps_the_max_and_the_pairs_that_attain_it(n, m, concentration):
+    """``group = n²`` (one mechanism's pairs): the max over each group is the ungrouped kernel's
+    bit for bit, the pairs attaining it and their orders too; every other pair's value is at
+    most its ungrouped level (a lower bound) and below the max by more than 1e-6 relative, or is
+    its ungrouped value (a searched pair). And the kernel skips searches."""
+    rng = np.random.default_rng(n * 1000 + m * 10 + int(concentration * 10))
+    log_P, log_Q = _group_mechanisms(rng, 2000, n, m, concentration)
+    full_v, full_o = (np.asarray(a) for a in jax.jit(native.zcdp_orders)(log_P, log_Q))
+    v, o = (np.asarray(a) for a in jax.jit(lambda p, q: native.zcdp_orders(p, q, n * n))(
+        log_P, log_Q))
+    full_v, full_o, v, o = (a.reshape(-1, n * n) for a in (full_v, full_o, v, o))
+    top = full_v.max(axis=1)
+    np.testing.assert_array_equal(v.max(axis=1), top)
+    at_top = full_v == top[:, None]
+    np.testing.assert_array_equal(v == top[:, None], at_top)
+    np.testing.assert_array_equal(o[at_top], full_o[at_top])
+    assert np.all(v <= full_v)
+    searched = v == full_v
+    below = top[:, None].astype(np.float64) * (1 - 1e-6)
+    assert np.all(searched | (v.astype(np.float64) < below))
+    if n >= 4:  # the point of grouping: many pairs are never searched (a skipped pair whose
+        # lower bound is its level reads as searched here)
+        assert np.mean(~searched[:, ~np.eye(n, dtype=bool).ravel()]) > 0.2
+
+
+def test_grouped_level_edge_cases():
+    """A group with an infinite pair reads ∞ (every other pair skipped), a NaN pair stays NaN,
+    a group of equal rows reads 0; ``group`` must divide the pairs."""
+    ninf = -np.inf
+    half = np.log(0.5)
+    rows = [[[half, half], [np.log(0.3), np.log(0.7)]],   # finite
+            [[0.0, ninf], [half, half]],                   # Q = 0 < P in one pair: ∞
+            [[np.nan, 0.0], [half, half]],                 # NaN
+            [[half, half], [half, half]]]                  # equal rows: 0
+    log_P, log_Q = pair_notions.split_pairs(_float32(rows))
+    v, _ = (np.asarray(a) for a in native.zcdp_orders(log_P, log_Q, 4))
+    full, _ = (np.asarray(a) for a in native.zcdp_orders(log_P, log_Q))
+    v, full = v.reshape(4, 4), full.reshape(4, 4)
+    assert v[0].max() == full[0].max() > 0
+    assert v[1].max() == np.inf
+    assert np.isnan(v[2]).any() and np.isnan(v[2]).sum() == np.isnan(full[2]).sum()
+    assert v[3].max() == 0.0
+    for bad in (3, 0, 2.0):
+        with pytest.raises(ValueError, match="group"):
+            native.zcdp_orders(log_P, log_Q, bad)
+
+
+def test_mechanism_level_and_gradient_are_the_ungrouped_kernels():
+    """``kernel_levels.zcdp`` (the pairs grouped per mechanism) against the max of the ungrouped
+    kernel's pair levels: equal values and equal gradients, ties included (equal rows)."""
+    rng = np.random.default_rng(17)
+    logits = jnp.asarray(rng.normal(size=(32, 4, 4)) * np.array([0.1, 1.0, 3.0, 6.0] * 8)[:, None,
+                                                                                           None],
+                         jnp.float32)
+    logits = logits.at[0, 1].set(logits[0, 0]).at[1].set(logits[1, 0])  # ties: rows, all rows
+
+    def ungrouped(mech):
+        log_P, log_Q = pair_notions.split_pairs(mech.log_K)
+        return pair_notions.max_over_pairs(kernel_levels.zcdp_pair(log_P, log_Q),
+                                           pair_notions.pair_mask(4))
+
+    value, grad = _level_and_grad(kernel_levels.zcdp, logits)
+    want_value, want_grad = _level_and_grad(ungrouped, logits)
+    np.testing.assert_array_equal(np.asarray(value), np.asarray(want_value))
+    np.testing.assert_allclose(np.asarray(grad), np.asarray(want_grad), rtol=1e-6, atol=1e-7)
+
+
 def _level_and_grad(fn, logits):
     n = logits.shape[-2]
 

@@ -13,7 +13,10 @@ on a CPU where :func:`jaxpriv.kernels.native.available`:
 * **zCDP**: each pair's level and its order come from :func:`jaxpriv.kernels.native.zcdp_orders`
   (double precision, the reference's branch and bound, then Newton steps); the value is the
   kernel's, its derivative the envelope theorem's, ``∂(D_α/α)`` at the kernel's order
-  (:func:`jaxpriv.core.zcdp.zcdp_at_order`): one Rényi evaluation per pair.
+  (:func:`jaxpriv.core.zcdp.zcdp_at_order`): one Rényi evaluation per pair. The level of a
+  mechanism (every ordered pair counted) runs the kernel with its pairs as one group: only the
+  pairs whose upper bound reaches the best level found are searched, and the max is the same
+  bit for bit.
 * **ε(δ)** and **GDP**: :func:`jaxpriv.kernels.native.eps_at_delta` and
   :func:`jaxpriv.kernels.native.gdp` (the same closed forms, double precision); their
   derivatives are the reference's (:func:`jaxpriv.core.pair_notions.eps_at_delta_pair`,
@@ -31,6 +34,8 @@ Examples:
 """
 
 from __future__ import annotations
+
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -58,7 +63,18 @@ def zcdp(mech: Mechanism, neighbours=None) -> Float[Array, "*b"]:
     float32 on a CPU, else :func:`jaxpriv.core.pair_levels.zcdp`."""
     if not uses_native_kernel(mech.log_K):
         return reference.zcdp(mech, neighbours)
-    return _pair_level(zcdp_pair, mech.log_K, neighbours)
+    if neighbours is not None:  # a pair that does not count must not decide one that does
+        return _pair_level(zcdp_pair, mech.log_K, neighbours)
+    return _pair_level(_grouped_zcdp_pair, mech.log_K)
+
+
+def _grouped_zcdp_pair(log_P: Float[Array, "*b r n m"], log_Q: Float[Array, "*b r n m"]
+                       ) -> Float[Array, "*b r n"]:
+    """``ρ`` of a mechanism's ``r × n`` ordered pairs (all of them, or a block of rows), only
+    their max exact: the native kernel with the pairs as one group, which skips a pair whose
+    upper bound is below the best level found (:func:`jaxpriv.kernels.native.zcdp_orders`)."""
+    log_P, log_Q = jnp.broadcast_arrays(log_P, log_Q)
+    return _native_zcdp(log_P, log_Q, log_P.shape[-3] * log_P.shape[-2])
 
 
 def zcdp_pair(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"]) -> Float[Array, "*p"]:
@@ -114,20 +130,22 @@ def _varying_like(value, *arrays):
     return jnp.where(nan, jnp.nan, value)
 
 
-def _orders(log_P, log_Q):
-    value, u = native.zcdp_orders(log_P, log_Q)
+def _orders(log_P, log_Q, group):
+    value, u = native.zcdp_orders(log_P, log_Q, group)
     return _varying_like(value, log_P, log_Q), _varying_like(u, log_P, log_Q)
 
 
-@jax.custom_jvp
-def _native_zcdp(log_P, log_Q):
-    return _orders(log_P, log_Q)[0]
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
+def _native_zcdp(log_P, log_Q, group=1):
+    return _orders(log_P, log_Q, group)[0]
 
 
 @_native_zcdp.defjvp
-def _native_zcdp_jvp(primals, tangents):
+def _native_zcdp_jvp(group, primals, tangents):
+    # a pair the grouped kernel skipped has its lower bound and that bound's order: below the
+    # group's max, so the max's derivative never reads it
     log_P, log_Q = primals
-    value, u = _orders(log_P, log_Q)
+    value, u = _orders(log_P, log_Q, group)
     u = jnp.where(jnp.isnan(u), 0.0, u)
     at_kl = u == -jnp.inf
     infinite = value == jnp.inf

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 import os
 import warnings
 from pathlib import Path
@@ -219,7 +220,7 @@ def group_winners(cell: Int[Array, " N"], score: Float[Array, " N"], worst: Floa
         order.astype(jnp.float32), block=np.int32(block)))
 
 
-def zcdp_orders(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"]
+def zcdp_orders(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"], group: int = 1
                 ) -> tuple[Float[Array, "*p"], Float[Array, "*p"]]:
     """The zCDP level ``ρ = sup_{α>1} D_α(P‖Q)/α`` of float32 pairs and the order attaining it,
     by ``zcdp_orders.cc``: each pair in double precision, the reference's branch and bound over
@@ -227,19 +228,35 @@ def zcdp_orders(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"]
     exceeds the best value by 1e-9 relative. Pure; vmap and shard_map it like any JAX operation;
     not differentiable (:func:`jaxpriv.kernels.pair_levels.zcdp_pair` differentiates at the order).
 
+    With ``group > 1`` only the max over each ``group`` consecutive pairs is wanted (the ordered
+    pairs of one mechanism's rows; the last axes of ``*p`` are flattened into groups): every
+    pair's first grid of orders is evaluated, then the searches run in order of decreasing
+    upper bound (the first grid's chord bounds, as in :mod:`jaxpriv.core.pair_levels`) while a
+    bound reaches the best level so far, 1e-6 relative to spare. A searched pair's value and
+    order are the ungrouped kernel's, bit for bit; a skipped pair's are its first grid's best
+    (a lower bound of its level, below the group's max by more than 1e-6 relative). So the
+    max over a group, and the pairs attaining it, are the ungrouped kernel's exactly; on
+    random 4×4 mechanisms it is ~3× faster.
+
     Args:
       log_P, log_Q: float32, the same shape ``(*p, m)`` (``−∞`` for a zero).
+      group: pairs per group (static), dividing the number of pairs; 1: every pair's level.
 
     Returns:
       ``(rho, order)``, float32 ``(*p)``: ``ρ`` (``+∞`` where ``Q = 0 < P`` somewhere, 0 where
       ``P = Q``, NaN where an input is) and ``u = log(α − 1)`` of the maximizing order (``−∞``
-      where the α → 1 limit, the KL divergence, is the max; 0 where ``ρ`` is ``∞``, 0 or NaN).
+      where the α → 1 limit, the KL divergence, is the max; 0 where ``ρ`` is ``∞``, 0 or NaN);
+      with ``group > 1``, a skipped pair's lower bound and its order.
 
     Raises:
       TypeError: for input that is not float32 or not of one shape.
       RuntimeError: if the kernel is not available (see :func:`unavailable_reason`).
     """
-    return tuple(_pair_call("_zcdp", 2, log_P, log_Q))
+    count = math.prod(jnp.shape(log_P)[:-1])
+    if not isinstance(group, (int, np.integer)) or group < 1 or count % group:
+        raise ValueError(f"group must be a positive integer dividing the {count} pairs, got "
+                         f"{group!r}")
+    return tuple(_pair_call("_zcdp", 2, log_P, log_Q, group=np.int64(group)))
 
 
 def eps_at_delta(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"],
@@ -327,7 +344,8 @@ def composed_eps(log_K: Float[Array, "*b n m"], delta: Float[Array, "*b"], k: in
         log_K, delta, k=np.int64(k), pairs=np.asarray(pairs, np.int32).reshape(-1)))
 
 
-def _pair_call(suffix: str, results: int, log_P, log_Q, *per_pair) -> tuple[Array, ...]:
+def _pair_call(suffix: str, results: int, log_P, log_Q, *per_pair, **attributes
+               ) -> tuple[Array, ...]:
     """A pair kernel's call: float32 ``(*p, m)`` pairs (and float32 ``(*p)`` arguments) in,
     ``results`` float32 ``(*p)`` arrays out; the checks every pair kernel makes."""
     arrays = (log_P, log_Q, *per_pair)
@@ -343,7 +361,7 @@ def _pair_call(suffix: str, results: int, log_P, log_Q, *per_pair) -> tuple[Arra
         raise RuntimeError(f"the native kernel is not available: {reason}")
     out = jax.ShapeDtypeStruct(pairs, jnp.float32)
     return tuple(jax.ffi.ffi_call(TARGET + suffix, (out,) * results,
-                                  vmap_method="broadcast_all")(*arrays))
+                                  vmap_method="broadcast_all")(*arrays, **attributes))
 
 
 def _databases(target, log_K, log_prior, records, fields):

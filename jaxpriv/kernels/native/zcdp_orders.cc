@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "xla/ffi/api/ffi.h"
 
@@ -153,6 +154,10 @@ struct Pair {
   const double* p = P;
   double kl = 0.0;
   double d_inf = 0.0;
+  double l_min = 0.0;      // the least L
+  double sum_p = 0.0;      // sum of P, sum of Q, sum of P L (the rows are float32: their sums
+  double sum_q = 0.0;      // are 1 only to ~1e-7)
+  double sum_pl = 0.0;
 };
 
 // g = D_alpha/alpha = K(t)/(t(t + 1)) at t = alpha - 1 > 0 and, if `slopes`, the numerator of
@@ -255,21 +260,29 @@ inline double interval_bound(const Pair& pair, const Point& a, const Point& b) {
   return chord_sup(a.t, b.t, a.g * a.t * (a.t + 1.0), b.g * b.t * (b.t + 1.0));
 }
 
-// rho and its order for one pair of m outputs (float32 logs, -inf for a zero).
-void one_pair(const float* log_P, const float* log_Q, int m, Pair& pair, double* heap_L,
-              double* heap_P, float* value, float* order) {
+// How a pair's level is known before any search: NaN, infinite or 0.
+enum class Settled { kNo, kNaN, kInfinite, kZero };
+
+// One pair of m outputs (float32 logs, -inf for a zero) into `pair`: the outputs with P > 0,
+// their L and P, KL and D_inf; or how its level is settled without a search.
+Settled prepare(const float* log_P, const float* log_Q, int m, Pair& pair, double* heap_L,
+                double* heap_P) {
   pair.size = 0;
   pair.l = m <= 64 ? pair.L : heap_L;
   pair.p = m <= 64 ? pair.P : heap_P;
   double* L = const_cast<double*>(pair.l);
   double* P = const_cast<double*>(pair.p);
-  double kl = 0.0, d_inf = 0.0;
+  double kl = 0.0, d_inf = 0.0, l_min = kInfinity, sum_p = 0.0, sum_q = 0.0, sum_pl = 0.0;
   bool infinite = false, nan = false;
   for (int i = 0; i < m; ++i) {
     const double lp = log_P[i], lq = log_Q[i];
     if (std::isnan(lp) || std::isnan(lq)) nan = true;
     if (lp == -kInfinity) {
-      if (lq > -kInfinity) kl += std::exp(lq);  // Q/alpha per output where P = 0: in t KL
+      if (lq > -kInfinity) {
+        const double q = std::exp(lq);
+        kl += q;  // Q/alpha per output where P = 0: in t KL
+        sum_q += q;
+      }
       continue;
     }
     if (lq == -kInfinity) {
@@ -284,53 +297,111 @@ void one_pair(const float* log_P, const float* log_Q, int m, Pair& pair, double*
     if (-l > kLargeExponent) {
       // P phi(-L) = Q - P + P L: phi(-L) overflows, and P may be subnormal (flushed to 0 on
       // XLA's threads: 0 * inf was a NaN level where an entry sat below e^-708)
-      kl += std::exp(lq) - p + p * l;
+      const double q = std::exp(lq);
+      kl += q - p + p * l;
+      sum_q += q;
     } else {
       double em1, f;
       expm1_phi(-l, &em1, &f);
       kl += p * f;
+      sum_q += p + p * em1;  // Q = P e^{-L}
     }
     d_inf = std::max(d_inf, l);
+    l_min = std::min(l_min, l);
+    sum_p += p;
+    sum_pl += p * l;
   }
-  if (nan) {
-    *value = std::numeric_limits<float>::quiet_NaN();
-    *order = 0.0f;
-    return;
-  }
-  if (infinite) {
-    *value = std::numeric_limits<float>::infinity();
-    *order = 0.0f;
-    return;
-  }
-  if (!(d_inf > 0.0)) {  // P = Q on the support (and no mass of P elsewhere)
-    *value = 0.0f;
-    *order = 0.0f;
-    return;
-  }
+  if (nan) return Settled::kNaN;
+  if (infinite) return Settled::kInfinite;
+  if (!(d_inf > 0.0)) return Settled::kZero;  // P = Q on the support (no mass of P elsewhere)
   pair.kl = kl;
   pair.d_inf = d_inf;
+  pair.l_min = l_min;
+  pair.sum_p = sum_p;
+  pair.sum_q = sum_q;
+  pair.sum_pl = sum_pl;
+  return Settled::kNo;
+}
+
+// Above the level without a search (Hoeffding's lemma): L lies in [l_min, D_inf] under P, so
+// sum P e^{tL} <= (sum P) e^{t mu + t^2 c}, mu = sum P L / sum P, c = (D_inf - l_min)^2 / 8, and
+// g(t) = K(t)/(t(t + 1)) <= max(1, sum P) max(mu, c, 0) + (sum Q - sum P)^+ + |sum P - 1| (the
+// last two terms: the rows' float32 normalization, as K is computed from them); and KL.
+double hoeffding_ceiling(const Pair& pair) {
+  const double mu = pair.sum_pl / pair.sum_p;
+  const double spread = pair.d_inf - pair.l_min;
+  const double c = spread * spread / 8.0;
+  const double drift = std::max(pair.sum_q - pair.sum_p, 0.0) + std::fabs(pair.sum_p - 1.0);
+  return std::max(pair.kl, std::max(1.0, pair.sum_p) * std::max({mu, c, 0.0}) + drift);
+}
+
+// The value and order of a settled pair.
+void write_settled(Settled how, float* value, float* order) {
+  *value = how == Settled::kNaN ? std::numeric_limits<float>::quiet_NaN()
+           : how == Settled::kInfinite ? std::numeric_limits<float>::infinity() : 0.0f;
+  *order = 0.0f;
+}
+
+// One pair's branch and bound over u: its points in increasing u, the bound of each interval
+// between neighbours (bounds[j]: of [points[j], points[j + 1]]) and the best point.
+struct Search {
+  Point points[kMaxPoints];
+  double bounds[kMaxPoints];
+  int count = 0;
+  int best = 0;
+};
+
+// The first grid: kGrid orders from u = kLow to where the sup must lie, and its intervals'
+// bounds.
+void grid_points(const Pair& pair, Search& s) {
   // the sup lies in t <= max(2, D_inf/KL) - 1: beyond, D_alpha/alpha <= D_inf/alpha <= KL
+  const double kl = pair.kl, d_inf = pair.d_inf;
   double log_top = kl > 0.0 ? std::log(d_inf) - std::log(kl) : kCap;
   log_top = std::clamp(log_top, std::log(2.0), kCap);
   const double high = log_top + std::log1p(-std::exp(-log_top));
-  Point points[kMaxPoints];
-  double bounds[kMaxPoints];  // bounds[j]: of the interval [points[j], points[j + 1]]
-  int count = kGrid;
-  int best = 0;
-  {
-    double ts[kGrid], gs[kGrid];
-    for (int j = 0; j < kGrid; ++j) {
-      const double u = kLow + (high - kLow) * j / (kGrid - 1);
-      ts[j] = std::exp(u);
-      points[j] = {u, ts[j], 0.0};
-    }
-    over_orders(pair, ts, kGrid, gs);
-    for (int j = 0; j < kGrid; ++j) {
-      points[j].g = gs[j];
-      if (points[j].g > points[best].g) best = j;
-    }
+  double ts[kGrid], gs[kGrid];
+  for (int j = 0; j < kGrid; ++j) {
+    const double u = kLow + (high - kLow) * j / (kGrid - 1);
+    ts[j] = std::exp(u);
+    s.points[j] = {u, ts[j], 0.0};
   }
-  for (int j = 0; j + 1 < count; ++j) bounds[j] = interval_bound(pair, points[j], points[j + 1]);
+  over_orders(pair, ts, kGrid, gs);
+  s.count = kGrid;
+  s.best = 0;
+  for (int j = 0; j < kGrid; ++j) {
+    s.points[j].g = gs[j];
+    if (s.points[j].g > s.points[s.best].g) s.best = j;
+  }
+}
+
+void first_grid(const Pair& pair, Search& s) {
+  grid_points(pair, s);
+  for (int j = 0; j + 1 < s.count; ++j)
+    s.bounds[j] = interval_bound(pair, s.points[j], s.points[j + 1]);
+}
+
+// Above every value the search from the first grid's points can return: KL, the points' values
+// and a bound of each interval, its chord's (interval_bound) or, where that cheaper bound is
+// below `floor`, K(t_r)/(t_l(t_l + 1)) (K and t(t + 1) increase).
+double grid_ceiling(const Pair& pair, const Search& s, double floor) {
+  double top = std::max(pair.kl, s.points[s.best].g);
+  for (int j = 0; j + 1 < s.count; ++j) {
+    const Point& a = s.points[j];
+    const Point& b = s.points[j + 1];
+    const double cheap = b.g * b.t * (b.t + 1.0) / (a.t * (a.t + 1.0));
+    top = std::max(top, b.t <= kChordTop && cheap < floor ? cheap : interval_bound(pair, a, b));
+  }
+  return top;
+}
+
+// The search from the first grid: the branch-and-bound rounds, then Newton's steps; rho (in
+// double precision) and its order.
+double finish(const Pair& pair, Search& s, float* order) {
+  Point* points = s.points;
+  double* bounds = s.bounds;
+  int& count = s.count;
+  int& best = s.best;
+  const double kl = pair.kl;
   for (int round = 0; round < kRounds; ++round) {
     int widest = 0;
     for (int j = 1; j + 1 < count; ++j)
@@ -342,13 +413,13 @@ void one_pair(const float* log_P, const float* log_Q, int m, Pair& pair, double*
     for (int j = count - 1; j > widest; --j) points[j + kSplit] = points[j];
     for (int j = count - 2; j > widest; --j) bounds[j + kSplit] = bounds[j];
     double ts[kSplit], gs[kSplit];
-    for (int s = 1; s <= kSplit; ++s) {
-      const double u = a.u + (b.u - a.u) * s / (kSplit + 1);
-      ts[s - 1] = std::exp(u);
-      points[widest + s] = {u, ts[s - 1], 0.0};
+    for (int k = 1; k <= kSplit; ++k) {
+      const double u = a.u + (b.u - a.u) * k / (kSplit + 1);
+      ts[k - 1] = std::exp(u);
+      points[widest + k] = {u, ts[k - 1], 0.0};
     }
     over_orders(pair, ts, kSplit, gs);
-    for (int s = 1; s <= kSplit; ++s) points[widest + s].g = gs[s - 1];
+    for (int k = 1; k <= kSplit; ++k) points[widest + k].g = gs[k - 1];
     count += kSplit;
     best = 0;
     for (int j = 1; j < count; ++j)
@@ -372,16 +443,171 @@ void one_pair(const float* log_P, const float* log_Q, int m, Pair& pair, double*
     t = next;
   }
   if (kl >= g) {
-    *value = static_cast<float>(kl);
     *order = -std::numeric_limits<float>::infinity();
-  } else {
-    *value = static_cast<float>(g);
-    *order = static_cast<float>(u);
+    return kl;
+  }
+  *order = static_cast<float>(u);
+  return g;
+}
+
+// Scratch space of one call: the pair's outputs beyond 64, a pair's outputs in canonical order,
+// and a group's per-pair arrays.
+struct Scratch {
+  std::vector<double> heap;        // 2m doubles where m > 64: Pair's L and P
+  std::vector<float> sorted;       // 2m floats: one pair's canonical log P, log Q
+  std::vector<int> index;          // m: the canonical order
+  std::vector<float> forms;        // group x 2m: each pair's canonical logs
+  std::vector<uint64_t> hashes;    // group
+  std::vector<int64_t> by_hash, same, open;
+  std::vector<double> ceilings;
+  double* heap_L() { return heap.empty() ? nullptr : heap.data(); }
+  double* heap_P() { return heap.empty() ? nullptr : heap.data() + heap.size() / 2; }
+};
+
+// A pair's outputs in canonical order, by log P and then log Q, into out_P, out_Q: every sum
+// over them is then a function of the pair's multiset of (P_w, Q_w), so pairs that are one up
+// to a permutation of the outputs (every pair of a randomized response) get the same bits, and
+// a group solves them once. A pair with a NaN is copied as it is (its level is NaN).
+void canonical(const float* log_P, const float* log_Q, int m, int* index, float* out_P,
+               float* out_Q) {
+  bool nan = false;
+  for (int i = 0; i < m; ++i) nan |= std::isnan(log_P[i]) || std::isnan(log_Q[i]);
+  for (int i = 0; i < m; ++i) index[i] = i;
+  if (!nan) {
+    const auto before = [&](int a, int b) {
+      return log_P[a] < log_P[b] || (log_P[a] == log_P[b] && log_Q[a] < log_Q[b]);
+    };
+    for (int i = 1; i < m; ++i)  // insertion sort: m is small, and often nearly sorted
+      for (int j = i; j > 0 && before(index[j], index[j - 1]); --j)
+        std::swap(index[j], index[j - 1]);
+  }
+  for (int i = 0; i < m; ++i) {
+    out_P[i] = log_P[index[i]];
+    out_Q[i] = log_Q[index[i]];
   }
 }
 
+// rho and its order for one pair of m outputs (float32 logs, -inf for a zero), already in
+// canonical order.
+void canonical_pair(const float* log_P, const float* log_Q, int m, Pair& pair, Scratch& scratch,
+                    float* value, float* order) {
+  const Settled how = prepare(log_P, log_Q, m, pair, scratch.heap_L(), scratch.heap_P());
+  if (how != Settled::kNo) return write_settled(how, value, order);
+  Search s;
+  first_grid(pair, s);
+  *value = static_cast<float>(finish(pair, s, order));
+}
+
+// rho and its order for one pair of m outputs (float32 logs, -inf for a zero).
+void one_pair(const float* log_P, const float* log_Q, int m, Pair& pair, Scratch& scratch,
+              float* value, float* order) {
+  float* sorted_P = scratch.sorted.data();
+  float* sorted_Q = sorted_P + m;
+  canonical(log_P, log_Q, m, scratch.index.data(), sorted_P, sorted_Q);
+  canonical_pair(sorted_P, sorted_Q, m, pair, scratch, value, order);
+}
+
+constexpr double kPruneMargin = 1e-6;  // a pair is skipped only below the best by this, relative
+
+// A group of `size` pairs (the ordered pairs of one mechanism's rows) whose max is what is
+// wanted, each pair settled as cheaply as the others allow. Pairs equal in canonical order
+// (canonical) are solved once. Then each pair's Hoeffding ceiling; in order of decreasing
+// ceiling while one reaches the best level so far (raised by kPruneMargin), its first grid of
+// orders and that grid's chord ceiling; then the searches in order of decreasing grid ceiling
+// while one reaches the best level. A searched pair's value and order are one_pair's; a
+// skipped pair keeps its best lower bound (KL, or its first grid's best), below the group's
+// max by more than kPruneMargin. So the max over the group, and which pairs attain it, are
+// one_pair's exactly.
+void group_of_pairs(const float* log_P, const float* log_Q, int m, int64_t size, Pair& pair,
+                    Scratch& scratch, float* value, float* order) {
+  float* forms = scratch.forms.data();
+  uint64_t* hashes = scratch.hashes.data();
+  int64_t* by_hash = scratch.by_hash.data();
+  int64_t* same = scratch.same.data();
+  int64_t* open = scratch.open.data();
+  double* ceilings = scratch.ceilings.data();
+  const auto form = [&](int64_t i) { return forms + i * 2 * m; };
+  for (int64_t i = 0; i < size; ++i) {
+    float* f = form(i);
+    canonical(log_P + i * m, log_Q + i * m, m, scratch.index.data(), f, f + m);
+    uint64_t h = 1469598103934665603ULL;  // FNV-1a over the bits
+    for (int k = 0; k < 2 * m; ++k) {
+      uint32_t bits;
+      std::memcpy(&bits, f + k, sizeof bits);
+      h = (h ^ bits) * 1099511628211ULL;
+    }
+    hashes[i] = h;
+    by_hash[i] = i;
+  }
+  std::sort(by_hash, by_hash + size, [&](int64_t a, int64_t b) {
+    return hashes[a] < hashes[b] || (hashes[a] == hashes[b] && a < b);
+  });
+  for (int64_t k = 0; k < size; ++k) {  // same[i]: the first pair with i's canonical bits
+    const int64_t i = by_hash[k];
+    same[i] = i;
+    for (int64_t j = k - 1; j >= 0 && hashes[by_hash[j]] == hashes[i]; --j) {
+      const int64_t r = by_hash[j];
+      if (same[r] == r && std::memcmp(form(r), form(i), 2 * m * sizeof(float)) == 0) {
+        same[i] = r;  // by_hash holds equal hashes in index order: r < i
+        break;
+      }
+    }
+  }
+  const auto reaches = [](double ceiling, double best) {
+    return !(ceiling * (1.0 + kPruneMargin) < best);
+  };
+  const auto by_ceiling = [&](int64_t a, int64_t b) { return ceilings[a] > ceilings[b]; };
+  double best = -kInfinity;
+  int64_t opened = 0;
+  for (int64_t i = 0; i < size; ++i) {
+    if (same[i] != i) continue;
+    const Settled how = prepare(form(i), form(i) + m, m, pair, scratch.heap_L(),
+                                scratch.heap_P());
+    if (how != Settled::kNo) {
+      write_settled(how, value + i, order + i);
+      if (how != Settled::kNaN) best = std::max(best, static_cast<double>(value[i]));
+      continue;
+    }
+    value[i] = static_cast<float>(pair.kl);
+    order[i] = -std::numeric_limits<float>::infinity();
+    best = std::max(best, pair.kl);
+    const double ceiling = hoeffding_ceiling(pair);
+    ceilings[i] = ceiling >= pair.kl ? ceiling : kInfinity;  // never NaN: the sort needs an order
+    open[opened++] = i;
+  }
+  std::sort(open, open + opened, by_ceiling);
+  int64_t gridded = 0;
+  for (; gridded < opened && reaches(ceilings[open[gridded]], best); ++gridded) {
+    const int64_t i = open[gridded];
+    prepare(form(i), form(i) + m, m, pair, scratch.heap_L(), scratch.heap_P());
+    Search s;
+    grid_points(pair, s);
+    const Point& top = s.points[s.best];
+    if (top.g > pair.kl) {
+      value[i] = static_cast<float>(top.g);
+      order[i] = static_cast<float>(top.u);
+      best = std::max(best, top.g);
+    }
+    const double ceiling = grid_ceiling(pair, s, best);
+    ceilings[i] = ceiling >= top.g ? ceiling : kInfinity;
+  }
+  std::sort(open, open + gridded, by_ceiling);
+  for (int64_t k = 0; k < gridded && reaches(ceilings[open[k]], best); ++k) {
+    const int64_t i = open[k];
+    prepare(form(i), form(i) + m, m, pair, scratch.heap_L(), scratch.heap_P());
+    Search s;
+    first_grid(pair, s);
+    const double level = finish(pair, s, order + i);
+    value[i] = static_cast<float>(level);
+    best = std::max(best, level);
+  }
+  for (int64_t i = 0; i < size; ++i)
+    if (same[i] != i) value[i] = value[same[i]], order[i] = order[same[i]];
+}
+
 ffi::Error ZcdpOrders(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
-                      ffi::ResultBuffer<ffi::F32> value, ffi::ResultBuffer<ffi::F32> order) {
+                      ffi::ResultBuffer<ffi::F32> value, ffi::ResultBuffer<ffi::F32> order,
+                      int64_t group) {
   const auto dims = log_P.dimensions();
   if (dims.size() < 1) return ffi::Error::InvalidArgument("log_P must have shape (..., m)");
   const int64_t m = dims[dims.size() - 1];
@@ -391,16 +617,30 @@ ffi::Error ZcdpOrders(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
       static_cast<int64_t>(value->element_count()) != count ||
       static_cast<int64_t>(order->element_count()) != count)
     return ffi::Error::InvalidArgument("log_P, log_Q and the results must match");
-  double* heap = m > 64 ? new double[2 * m] : nullptr;
+  if (group < 1 || count % group != 0)
+    return ffi::Error::InvalidArgument("group must be >= 1 and divide the number of pairs");
+  Scratch scratch;
+  if (m > 64) scratch.heap.resize(2 * m);
+  scratch.sorted.resize(2 * m);
+  scratch.index.resize(m);
   Pair pair;
   const float* p = log_P.typed_data();
   const float* q = log_Q.typed_data();
   float* v = value->typed_data();
   float* o = order->typed_data();
-  for (int64_t i = 0; i < count; ++i)
-    one_pair(p + i * m, q + i * m, static_cast<int>(m), pair, heap, heap ? heap + m : nullptr,
-             v + i, o + i);
-  delete[] heap;
+  const int mm = static_cast<int>(m);
+  if (group == 1) {
+    for (int64_t i = 0; i < count; ++i) one_pair(p + i * m, q + i * m, mm, pair, scratch, v + i, o + i);
+    return ffi::Error::Success();
+  }
+  scratch.forms.resize(group * 2 * m);
+  scratch.hashes.resize(group);
+  scratch.by_hash.resize(group);
+  scratch.same.resize(group);
+  scratch.open.resize(group);
+  scratch.ceilings.resize(group);
+  for (int64_t first = 0; first < count; first += group)
+    group_of_pairs(p + first * m, q + first * m, mm, group, pair, scratch, v + first, o + first);
   return ffi::Error::Success();
 }
 
@@ -411,4 +651,5 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxprivZcdpOrders, ZcdpOrders,
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>());
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Attr<int64_t>("group"));
