@@ -39,6 +39,8 @@ SOURCES = tuple(Path(__file__).with_name(name)
                              "composed_eps.cc"))
 """The library's translation units: the record notions' kernel, the samplers and the sweep's
 reduction; the zCDP level, ε(δ) and the GDP level of float32 pairs; the composed ε(δ)."""
+HEADERS = (Path(__file__).with_name("pair_twins.h"),)
+"""Headers the translation units include (in the cache key with them)."""
 FLAGS = ("-std=c++17", "-O3", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared")
 """Plus ``-march=native`` by default: the library is built for the machine that runs it (the
 cache key holds the CPU's feature flags). No ``-ffast-math``: infinities are values here
@@ -76,7 +78,7 @@ def cpu_flags() -> set[str]:
 def library_path(march: str = "native") -> Path:
     """Where the library for this source, flags, compiler, JAX and CPU is cached."""
     key = hashlib.sha256()
-    for part in (*(source.read_bytes() for source in SOURCES), " ".join(FLAGS).encode(),
+    for part in (*(source.read_bytes() for source in SOURCES + HEADERS), " ".join(FLAGS).encode(),
                  march.encode(),
                  _compiler_identity().encode(), jax.__version__.encode(),
                  _cpu_identity().encode()):

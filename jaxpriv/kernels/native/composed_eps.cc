@@ -35,6 +35,7 @@
 #include <numeric>
 #include <vector>
 
+#include "pair_twins.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;
@@ -385,54 +386,6 @@ struct Renyi {
   }
 };
 
-// A pair's outputs in canonical order, by log P and then log Q, into out_P, out_Q (m each):
-// every sum over them is then a function of the pair's multiset of (P_w, Q_w), so pairs that
-// are one up to a permutation of the outputs (every pair of a randomized response) get the
-// same bits and a mechanism solves them once.
-void canonical(const double* lp, const double* lq, int m, int* index, double* out_P,
-               double* out_Q) {
-  for (int i = 0; i < m; ++i) index[i] = i;
-  const auto before = [&](int a, int b) {
-    return lp[a] < lp[b] || (lp[a] == lp[b] && lq[a] < lq[b]);
-  };
-  for (int i = 1; i < m; ++i)  // insertion sort: m is small
-    for (int j = i; j > 0 && before(index[j], index[j - 1]); --j) std::swap(index[j], index[j - 1]);
-  for (int i = 0; i < m; ++i) {
-    out_P[i] = lp[index[i]];
-    out_Q[i] = lq[index[i]];
-  }
-}
-
-// same[i]: the first of the P pairs (2m doubles each in `forms`) with pair i's bits.
-void first_of_equal(const double* forms, int64_t P, int m, std::vector<uint64_t>& hashes,
-                    std::vector<int64_t>& by_hash, std::vector<int64_t>& same) {
-  for (int64_t i = 0; i < P; ++i) {
-    uint64_t h = 1469598103934665603ULL;  // FNV-1a over the bits
-    for (int w = 0; w < 2 * m; ++w) {
-      uint64_t bits;
-      std::memcpy(&bits, forms + i * 2 * m + w, sizeof bits);
-      h = (h ^ bits) * 1099511628211ULL;
-    }
-    hashes[i] = h;
-    by_hash[i] = i;
-  }
-  std::sort(by_hash.begin(), by_hash.begin() + P, [&](int64_t a, int64_t b) {
-    return hashes[a] < hashes[b] || (hashes[a] == hashes[b] && a < b);
-  });
-  for (int64_t k = 0; k < P; ++k) {
-    const int64_t i = by_hash[k];
-    same[i] = i;
-    for (int64_t j = k - 1; j >= 0 && hashes[by_hash[j]] == hashes[i]; --j) {
-      const int64_t r = by_hash[j];
-      if (same[r] == r &&
-          std::memcmp(forms + r * 2 * m, forms + i * 2 * m, 2 * m * sizeof(double)) == 0) {
-        same[i] = r;  // equal hashes are held in index order: r < i
-        break;
-      }
-    }
-  }
-}
-
 template <ffi::DataType T>
 ffi::Error ComposedEps(ffi::Buffer<T> log_K, ffi::Buffer<T> delta, int64_t k,
                        ffi::Span<const int32_t> pairs, ffi::ResultBuffer<T> eps_out,
@@ -481,9 +434,11 @@ ffi::Error ComposedEps(ffi::Buffer<T> log_K, ffi::Buffer<T> delta, int64_t k,
     // eps is the same, and the first of equal eps attains the max
     const int mm = static_cast<int>(m);
     for (int64_t i = 0; i < P; ++i)
-      canonical(K.data() + pairs[2 * i] * m, K.data() + pairs[2 * i + 1] * m, mm, index.data(),
-                forms.data() + i * 2 * m, forms.data() + i * 2 * m + m);
-    first_of_equal(forms.data(), P, mm, hashes, by_hash, same);
+      jaxpriv_twins::canonical(K.data() + pairs[2 * i] * m, K.data() + pairs[2 * i + 1] * m, mm,
+                               index.data(), forms.data() + i * 2 * m,
+                               forms.data() + i * 2 * m + m);
+    jaxpriv_twins::first_of_equal(forms.data(), P, mm, hashes.data(), by_hash.data(),
+                                  same.data());
     // each pair's Renyi bound at one order (`hint`: where the last mechanism's first bound
     // ended): a valid bound, cheap, and what the pairs are taken in decreasing order of
     for (int64_t i = 0; i < P; ++i)

@@ -31,6 +31,7 @@
 #include <limits>
 #include <vector>
 
+#include "pair_twins.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;
@@ -464,28 +465,7 @@ struct Scratch {
   double* heap_P() { return heap.empty() ? nullptr : heap.data() + heap.size() / 2; }
 };
 
-// A pair's outputs in canonical order, by log P and then log Q, into out_P, out_Q: every sum
-// over them is then a function of the pair's multiset of (P_w, Q_w), so pairs that are one up
-// to a permutation of the outputs (every pair of a randomized response) get the same bits, and
-// a group solves them once. A pair with a NaN is copied as it is (its level is NaN).
-void canonical(const float* log_P, const float* log_Q, int m, int* index, float* out_P,
-               float* out_Q) {
-  bool nan = false;
-  for (int i = 0; i < m; ++i) nan |= std::isnan(log_P[i]) || std::isnan(log_Q[i]);
-  for (int i = 0; i < m; ++i) index[i] = i;
-  if (!nan) {
-    const auto before = [&](int a, int b) {
-      return log_P[a] < log_P[b] || (log_P[a] == log_P[b] && log_Q[a] < log_Q[b]);
-    };
-    for (int i = 1; i < m; ++i)  // insertion sort: m is small, and often nearly sorted
-      for (int j = i; j > 0 && before(index[j], index[j - 1]); --j)
-        std::swap(index[j], index[j - 1]);
-  }
-  for (int i = 0; i < m; ++i) {
-    out_P[i] = log_P[index[i]];
-    out_Q[i] = log_Q[index[i]];
-  }
-}
+using jaxpriv_twins::canonical;
 
 // rho and its order for one pair of m outputs (float32 logs, -inf for a zero), already in
 // canonical order.
@@ -527,32 +507,9 @@ void group_of_pairs(const float* log_P, const float* log_Q, int m, int64_t size,
   int64_t* open = scratch.open.data();
   double* ceilings = scratch.ceilings.data();
   const auto form = [&](int64_t i) { return forms + i * 2 * m; };
-  for (int64_t i = 0; i < size; ++i) {
-    float* f = form(i);
-    canonical(log_P + i * m, log_Q + i * m, m, scratch.index.data(), f, f + m);
-    uint64_t h = 1469598103934665603ULL;  // FNV-1a over the bits
-    for (int k = 0; k < 2 * m; ++k) {
-      uint32_t bits;
-      std::memcpy(&bits, f + k, sizeof bits);
-      h = (h ^ bits) * 1099511628211ULL;
-    }
-    hashes[i] = h;
-    by_hash[i] = i;
-  }
-  std::sort(by_hash, by_hash + size, [&](int64_t a, int64_t b) {
-    return hashes[a] < hashes[b] || (hashes[a] == hashes[b] && a < b);
-  });
-  for (int64_t k = 0; k < size; ++k) {  // same[i]: the first pair with i's canonical bits
-    const int64_t i = by_hash[k];
-    same[i] = i;
-    for (int64_t j = k - 1; j >= 0 && hashes[by_hash[j]] == hashes[i]; --j) {
-      const int64_t r = by_hash[j];
-      if (same[r] == r && std::memcmp(form(r), form(i), 2 * m * sizeof(float)) == 0) {
-        same[i] = r;  // by_hash holds equal hashes in index order: r < i
-        break;
-      }
-    }
-  }
+  for (int64_t i = 0; i < size; ++i)
+    canonical(log_P + i * m, log_Q + i * m, m, scratch.index.data(), form(i), form(i) + m);
+  jaxpriv_twins::first_of_equal(forms, size, m, hashes, by_hash, same);
   const auto reaches = [](double ceiling, double best) {
     return !(ceiling * (1.0 + kPruneMargin) < best);
   };

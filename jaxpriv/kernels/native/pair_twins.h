@@ -1,0 +1,71 @@
+// Pairs of rows equal up to a permutation of the outputs ("twins": every pair of a randomized
+// response), for the kernels that take a mechanism's max over its ordered pairs of rows
+// (zcdp_orders.cc, composed_eps.cc): each pair's outputs are put in a canonical order, so that
+// every sum over them is a function of the pair's multiset of (P_w, Q_w) and twins get the same
+// bits; then a pair equal in those bits to an earlier one is solved once.
+
+#ifndef JAXPRIV_PAIR_TWINS_H_
+#define JAXPRIV_PAIR_TWINS_H_
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace jaxpriv_twins {
+
+// A pair's m outputs in canonical order, by log P and then log Q, into out_P, out_Q (`index`:
+// m ints of scratch). A pair with a NaN is copied as it is (its level is NaN).
+template <typename T>
+void canonical(const T* log_P, const T* log_Q, int m, int* index, T* out_P, T* out_Q) {
+  bool nan = false;
+  for (int i = 0; i < m; ++i) nan |= std::isnan(log_P[i]) || std::isnan(log_Q[i]);
+  for (int i = 0; i < m; ++i) index[i] = i;
+  if (!nan) {
+    const auto before = [&](int a, int b) {
+      return log_P[a] < log_P[b] || (log_P[a] == log_P[b] && log_Q[a] < log_Q[b]);
+    };
+    for (int i = 1; i < m; ++i)  // insertion sort: m is small
+      for (int j = i; j > 0 && before(index[j], index[j - 1]); --j)
+        std::swap(index[j], index[j - 1]);
+  }
+  for (int i = 0; i < m; ++i) {
+    out_P[i] = log_P[index[i]];
+    out_Q[i] = log_Q[index[i]];
+  }
+}
+
+// same[i]: the first of `count` pairs (2m values each, consecutive in `forms`) with pair i's
+// bits (i itself where none before it has them); `hashes` and `by_hash`: scratch of `count`.
+template <typename T>
+void first_of_equal(const T* forms, int64_t count, int m, uint64_t* hashes, int64_t* by_hash,
+                    int64_t* same) {
+  const int64_t width = 2 * static_cast<int64_t>(m);
+  for (int64_t i = 0; i < count; ++i) {
+    uint64_t h = 1469598103934665603ULL;  // FNV-1a over the values' bytes
+    const unsigned char* bytes = reinterpret_cast<const unsigned char*>(forms + i * width);
+    for (size_t k = 0; k < width * sizeof(T); ++k) h = (h ^ bytes[k]) * 1099511628211ULL;
+    hashes[i] = h;
+    by_hash[i] = i;
+  }
+  std::sort(by_hash, by_hash + count, [&](int64_t a, int64_t b) {
+    return hashes[a] < hashes[b] || (hashes[a] == hashes[b] && a < b);
+  });
+  for (int64_t k = 0; k < count; ++k) {
+    const int64_t i = by_hash[k];
+    same[i] = i;
+    for (int64_t j = k - 1; j >= 0 && hashes[by_hash[j]] == hashes[i]; --j) {
+      const int64_t r = by_hash[j];  // equal hashes are held in index order: r < i
+      if (same[r] == r && std::memcmp(forms + r * width, forms + i * width,
+                                      width * sizeof(T)) == 0) {
+        same[i] = r;
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace jaxpriv_twins
+
+#endif  // JAXPRIV_PAIR_TWINS_H_
