@@ -1,41 +1,25 @@
 """A hand-written CPU kernel for :func:`jaxpriv.kernels.fused.record_levels` in float32, built on first use.
 
-XLA:CPU's code for the fused kernel runs about 1,500 cycles per n = m = 8 mechanism, set by its
-fusion and vectorization choices rather than by the arithmetic. ``record_levels.cc`` (beside
-this file) computes the same five levels with explicit SIMD vectors, one mechanism per lane; it is
-compiled with the system C++ compiler the first time it is needed (a few seconds), cached, and
-registered with JAX as an XLA FFI target, so it runs inside jitted, sharded programs like any
-other operation. Where no compiler is found, the build fails, or ``JAXPRIV_NATIVE=0`` is set,
-:func:`available` is ``False`` and :func:`jaxpriv.kernels.fused.record_levels` uses its XLA kernel
-(same values to float32 rounding); a failed build says why once, as a
-:class:`NativeKernelWarning`. The same library holds the sweep's samplers
-(:func:`sample_log_K`, :func:`sample_prior`) and the database notions' screen
-(:func:`database_levels`, for :func:`jaxpriv.kernels.fused.database_levels`), and
-``zcdp_orders.cc`` and ``sorted_pairs.cc``: the zCDP level of float32 pairs and the order
-attaining it, their ε(δ) and their GDP level (:func:`zcdp_orders`, :func:`eps_at_delta`,
-:func:`gdp`, for :mod:`jaxpriv.kernels.pair_levels`).
+XLA:CPU's code for the fused kernel runs ~1,500 cycles per 8×8 mechanism, set by its fusion and
+vectorization choices, not the arithmetic. ``record_levels.cc`` (beside this file) computes the
+same five levels with explicit SIMD vectors, one mechanism per lane, compiled with the system C++
+compiler on first need (seconds), cached, and registered as an XLA FFI target (it runs inside
+jitted, sharded programs). Without a compiler, on a failed build (said once, as a
+:class:`NativeKernelWarning`) or with ``JAXPRIV_NATIVE=0``, :func:`available` is ``False`` and
+XLA's kernel runs (same values to float32 rounding). The library also holds the sweep's samplers
+(:func:`sample_log_K`, :func:`sample_prior`), the database notions' screen
+(:func:`database_levels`) and the pair levels of :mod:`jaxpriv.kernels.pair_levels`
+(``zcdp_orders.cc``, ``sorted_pairs.cc``: :func:`zcdp_orders`, :func:`eps_at_delta`, :func:`gdp`).
 
 It is used where the CPU has AVX2 or AVX-512 (8 or 16 mechanisms per vector): with 128-bit
 vectors only, the build is correct but no faster than the XLA kernel, and
 :func:`unavailable_reason` says so.
 
 This module loads the library and calls its kernels; :mod:`jaxpriv.kernels.native.builder`
-compiles and caches it (the settings ``JAXPRIV_CACHE``, ``CXX`` and ``JAXPRIV_NATIVE_MARCH``
-below are its own; :func:`build`, :func:`march`, :func:`library_path` and the rest are
-re-exported here).
-
-Settings (environment variables):
-  ``JAXPRIV_NATIVE``: ``0`` turns the kernel off (no build, no warning); ``force`` uses it
-  even with 128-bit vectors only.
-  ``JAXPRIV_CACHE``: jaxpriv's cache root, where built libraries go (``native/``) and the
-  CLI's JAX compilation cache (``jax-compilation/``); default ``$XDG_CACHE_HOME/jaxpriv`` or
-  ``~/.cache/jaxpriv``, a folder in the temporary directory if neither can be written.
-  ``CXX``: the compiler (default ``c++``, then ``g++``, then ``clang++``).
-  ``JAXPRIV_NATIVE_MARCH``: the compiler's ``-march`` for the library (default ``native``: the
-  widest vectors this CPU has). ``x86-64-v3`` builds the AVX2 path (8 lanes) on any AVX2 CPU,
-  AVX-512 ones included: with NumPy's ``NPY_DISABLE_CPU_FEATURES=X86_V4`` and XLA's
-  ``--xla_cpu_max_isa=AVX2`` it runs jaxpriv as an AVX2-only machine does (``.ci/run`` tests
-  that way); ``x86-64-v4`` the AVX-512 path (16 lanes); ``x86-64`` the SSE2 one (4 lanes).
+compiles and caches it (its settings ``JAXPRIV_CACHE``, ``CXX`` and ``JAXPRIV_NATIVE_MARCH`` are
+documented there; :func:`build`, :func:`march`, :func:`library_path` and the rest are
+re-exported here). This module's own setting: ``JAXPRIV_NATIVE=0`` turns the kernel off (no
+build, no warning); ``JAXPRIV_NATIVE=force`` uses it even with 128-bit vectors only.
 
 Examples:
   >>> import jax
@@ -222,24 +206,15 @@ def group_winners(cell: Int[Array, " N"], score: Float[Array, " N"], worst: Floa
 
 def zcdp_orders(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"], group: int = 1
                 ) -> tuple[Float[Array, "*p"], Float[Array, "*p"]]:
-    """The zCDP level ``ρ = sup_{α>1} D_α(P‖Q)/α`` of float32 pairs and the order attaining it,
-    by ``zcdp_orders.cc``: each pair in double precision, the reference's branch and bound over
-    ``u = log(α − 1)`` (:mod:`jaxpriv.core.zcdp`) stopped per pair once no interval's bound
-    exceeds the best value by 1e-9 relative. Pure; vmap and shard_map it like any JAX operation;
-    not differentiable (:func:`jaxpriv.kernels.pair_levels.zcdp_pair` differentiates at the order).
+    """The zCDP level ``ρ = sup_{α>1} D_α(P‖Q)/α`` of float32 pairs and its order, by
+    ``zcdp_orders.cc``: each pair in double precision, the reference's branch and bound over
+    ``u = log(α − 1)`` (:mod:`jaxpriv.core.zcdp`), then Newton's steps. Pure; not
+    differentiable (:func:`jaxpriv.kernels.pair_levels.zcdp_pair` differentiates at the order).
 
-    With ``group > 1`` only the max over each ``group`` consecutive pairs is wanted (the ordered
-    pairs of one mechanism's rows; the last axes of ``*p`` are flattened into groups): every
-    pair's first grid of orders is evaluated, then the searches run in order of decreasing
-    upper bound (the first grid's chord bounds, as in :mod:`jaxpriv.core.pair_levels`) while a
-    bound reaches the best level so far, 1e-6 relative to spare. A searched pair's value and
-    order are the ungrouped kernel's, bit for bit; a skipped pair's are its first grid's best
-    (a lower bound of its level, below the group's max by more than 1e-6 relative). So the
-    max over a group, and the pairs attaining it, are the ungrouped kernel's exactly. Every
-    pair's outputs are put in a canonical order first (by log P, then log Q), so pairs equal up
-    to a permutation of the outputs (all of a randomized response's) have the same bits, and a
-    group solves them once. On the sweep's 4×4 mechanisms: 80k → 180k mechanisms/s on one
-    device of a 2-core AMD EPYC with AVX-512 (``benchmarks/bench_pair_levels.py``).
+    ``group > 1``: only each group's max is wanted (a mechanism's pairs; ``zcdp_orders.cc`` says
+    how pairs below it are skipped); it and the pairs attaining it are the ungrouped kernel's bit
+    for bit, a skipped pair reads a lower bound below it. Twins (pairs equal up to an output
+    permutation) are solved once (``benchmarks/bench_pair_levels.py``: 2.2× on a sweep's 4×4).
 
     Args:
       log_P, log_Q: float32, the same shape ``(*p, m)`` (``−∞`` for a zero).
@@ -253,6 +228,7 @@ def zcdp_orders(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"], group:
 
     Raises:
       TypeError: for input that is not float32 or not of one shape.
+      ValueError: for a ``group`` that does not divide the pairs.
       RuntimeError: if the kernel is not available (see :func:`unavailable_reason`).
     """
     count = math.prod(jnp.shape(log_P)[:-1])
@@ -332,8 +308,7 @@ def composed_eps(log_K: Float[Array, "*b n m"], delta: Float[Array, "*b"], k: in
         raise TypeError("the composed kernel takes float32 or float64 log_K and delta of its "
                         "dtype")
     batch = jnp.shape(log_K)[:-2]
-    if (jnp.ndim(log_K) < 2 or jnp.shape(delta) != batch or log_K.shape[-1] < 2
-            ):
+    if jnp.ndim(log_K) < 2 or jnp.shape(delta) != batch or log_K.shape[-1] < 2:
         raise TypeError(f"log_K must have shape (*b, n, m ≥ 2) and delta (*b), got "
                         f"{jnp.shape(log_K)} and {jnp.shape(delta)}")
     reason = _registered()

@@ -2,9 +2,20 @@
 and its flags, the ``-march`` (``JAXPRIV_NATIVE_MARCH``) and the CPU features it needs, the
 library's cache key and folder (``JAXPRIV_CACHE``), and one build at a time per library.
 
-The cache key hashes the source, the flags, the ``-march``, the compiler's identity, JAX's
-version and the CPU's feature flags (:func:`library_path`), so a library built once is loaded
-from the cache by every later process on the same machine.
+The cache key hashes the sources and the headers they include, the flags, the ``-march``, the
+compiler's identity, JAX's version and the CPU's feature flags (:func:`library_path`), so a
+library built once is loaded from the cache by every later process on the same machine.
+
+Settings (environment variables):
+  ``JAXPRIV_CACHE``: jaxpriv's cache root, where built libraries go (``native/``) and the
+  CLI's JAX compilation cache (``jax-compilation/``); default ``$XDG_CACHE_HOME/jaxpriv`` or
+  ``~/.cache/jaxpriv``, a folder in the temporary directory if neither can be written.
+  ``CXX``: the compiler (default ``c++``, then ``g++``, then ``clang++``).
+  ``JAXPRIV_NATIVE_MARCH``: the compiler's ``-march`` for the library (default ``native``: the
+  widest vectors this CPU has). ``x86-64-v3`` builds the AVX2 path (8 lanes) on any AVX2 CPU,
+  AVX-512 ones included: with NumPy's ``NPY_DISABLE_CPU_FEATURES=X86_V4`` and XLA's
+  ``--xla_cpu_max_isa=AVX2`` it runs jaxpriv as an AVX2-only machine does (``.ci/run`` tests
+  that way); ``x86-64-v4`` the AVX-512 path (16 lanes); ``x86-64`` the SSE2 one (4 lanes).
 
 Examples:
   >>> from jaxpriv.kernels.native import builder
