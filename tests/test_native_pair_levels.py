@@ -146,8 +146,9 @@ def test_grouped_level_keeps_the_max_and_the_pairs_that_attain_it(n, m, concentr
     np.testing.assert_array_equal(o[at_top], full_o[at_top])
     assert np.all(v <= full_v)
     searched = v == full_v
-    below = top[:, None].astype(np.float64) * (1 - 1e-6)
+    below = top[:, None].astype(np.float64) * (1 - 5e-7)
     assert np.all(searched | (v.astype(np.float64) < below))
+    assert np.all(searched | (o == -np.inf))  # a skipped pair reads its KL, order −∞
     if n >= 4:  # the point of grouping: many pairs are never searched (a skipped pair whose
         # lower bound is its level reads as searched here)
         assert np.mean(~searched[:, ~np.eye(n, dtype=bool).ravel()]) > 0.2
@@ -173,6 +174,23 @@ def test_grouped_level_edge_cases():
     for bad in (3, 0, 2.0):
         with pytest.raises(ValueError, match="group"):
             native.zcdp_orders(log_P, log_Q, bad)
+
+
+def test_level_keeps_outputs_below_double_precision():
+    """An output whose P is 0 in double precision (log P = −800) still carries ``D_∞`` = 200 and
+    with it every ``D_α`` of large α: the kernel reads it from log P (it read
+    ``P·e^{t(L − D_∞)} = 0`` there, a level of −∞ at large orders), against the float64
+    reference, and the grouped max is the ungrouped one."""
+    log_P = np.array([np.log(0.5), np.log(0.5), -800.0])
+    log_Q = np.array([np.log(0.3), np.log(0.7), -1000.0])
+    want = float(_reference(_float32(log_P), _float32(log_Q)))
+    got = float(native.zcdp_orders(_float32(log_P), _float32(log_Q))[0])
+    assert np.isfinite(got) and got == pytest.approx(want, rel=2e-6)
+    rows = _float32([log_P, log_Q, [np.log(0.4), np.log(0.6), -900.0]])
+    pair_P, pair_Q = pair_notions.split_pairs(rows)
+    grouped = np.asarray(native.zcdp_orders(pair_P, pair_Q, 9)[0])
+    alone = np.asarray(native.zcdp_orders(pair_P, pair_Q)[0])
+    assert grouped.max() == alone.max() and np.isfinite(alone.max())
 
 
 def test_mechanism_level_and_gradient_are_the_ungrouped_kernels():

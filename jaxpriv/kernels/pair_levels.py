@@ -142,8 +142,8 @@ def _native_zcdp(log_P, log_Q, group=1):
 
 @_native_zcdp.defjvp
 def _native_zcdp_jvp(group, primals, tangents):
-    # a pair the grouped kernel skipped has its lower bound and that bound's order: below the
-    # group's max, so the max's derivative never reads it
+    # a pair the grouped kernel skipped reads its KL and the order -inf: below the group's
+    # max, so the max's derivative multiplies its (finite) tangent by 0
     log_P, log_Q = primals
     value, u = _orders(log_P, log_Q, group)
     u = jnp.where(jnp.isnan(u), 0.0, u)

@@ -213,8 +213,8 @@ def zcdp_orders(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"], group:
 
     ``group > 1``: only each group's max is wanted (a mechanism's pairs; ``zcdp_orders.cc`` says
     how pairs below it are skipped); it and the pairs attaining it are the ungrouped kernel's bit
-    for bit, a skipped pair reads a lower bound below it. Twins (pairs equal up to an output
-    permutation) are solved once (``benchmarks/bench_pair_levels.py``: 2.2× on a sweep's 4×4).
+    for bit, a skipped pair reads its KL (below the max) and order ``−∞``. Twins (pairs equal up
+    to an output permutation) are solved once (``bench_pair_levels.py``: 2.2× on a sweep's 4×4).
 
     Args:
       log_P, log_Q: float32, the same shape ``(*p, m)`` (``−∞`` for a zero).
@@ -224,7 +224,7 @@ def zcdp_orders(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"], group:
       ``(rho, order)``, float32 ``(*p)``: ``ρ`` (``+∞`` where ``Q = 0 < P`` somewhere, 0 where
       ``P = Q``, NaN where an input is) and ``u = log(α − 1)`` of the maximizing order (``−∞``
       where the α → 1 limit, the KL divergence, is the max; 0 where ``ρ`` is ``∞``, 0 or NaN);
-      with ``group > 1``, a skipped pair's lower bound and its order.
+      with ``group > 1``, a skipped pair's KL and ``−∞``.
 
     Raises:
       TypeError: for input that is not float32 or not of one shape.

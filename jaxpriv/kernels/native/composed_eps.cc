@@ -46,6 +46,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kMargin = 1e-9;  // relative and absolute slack on the Renyi bound
 constexpr double kGuess = 0.92;   // the first point tried, a fraction of the way to the ceiling
 constexpr int kSteps = 64;
+constexpr int64_t kTwinDoubles = 1 << 21;  // 16 MB of pairs' canonical forms at most
 constexpr double kSafe = 700.0;   // (2k + 2) g below this: every factor a normal double
 
 double logaddexp(double a, double b) {
@@ -405,7 +406,10 @@ ffi::Error ComposedEps(ffi::Buffer<T> log_K, ffi::Buffer<T> delta, int64_t k,
 
   const Outer outer(static_cast<int>(k), static_cast<int>(m - 1));
   Pair pair(outer);
-  std::vector<double> K(n * m), bound(P), forms(P * 2 * m);
+  // the pairs' canonical forms all at once (for their twins) where they take at most
+  // kTwinDoubles doubles; else each pair's when it is needed, and no twins
+  const bool twins = P * 2 * m <= kTwinDoubles;
+  std::vector<double> K(n * m), bound(P), forms(twins ? P * 2 * m : 2 * m);
   std::vector<int> order(P), index(m);
   std::vector<uint64_t> hashes(P);
   std::vector<int64_t> by_hash(P), same(P);
@@ -433,19 +437,30 @@ ffi::Error ComposedEps(ffi::Buffer<T> log_K, ffi::Buffer<T> delta, int64_t k,
     // each pair in canonical order; a pair equal to an earlier one is that one's twin: its
     // eps is the same, and the first of equal eps attains the max
     const int mm = static_cast<int>(m);
-    for (int64_t i = 0; i < P; ++i)
-      jaxpriv_twins::canonical(K.data() + pairs[2 * i] * m, K.data() + pairs[2 * i + 1] * m, mm,
-                               index.data(), forms.data() + i * 2 * m,
-                               forms.data() + i * 2 * m + m);
-    jaxpriv_twins::first_of_equal(forms.data(), P, mm, hashes.data(), by_hash.data(),
-                                  same.data());
+    const auto form = [&](int64_t i) {  // pair i's canonical log P (then log Q)
+      double* at = forms.data() + (twins ? i * 2 * m : 0);
+      if (!twins)
+        jaxpriv_twins::canonical(K.data() + pairs[2 * i] * m, K.data() + pairs[2 * i + 1] * m,
+                                 mm, index.data(), at, at + m);
+      return at;
+    };
+    if (twins) {
+      for (int64_t i = 0; i < P; ++i)
+        jaxpriv_twins::canonical(K.data() + pairs[2 * i] * m, K.data() + pairs[2 * i + 1] * m,
+                                 mm, index.data(), forms.data() + i * 2 * m,
+                                 forms.data() + i * 2 * m + m);
+      jaxpriv_twins::first_of_equal(forms.data(), P, mm, hashes.data(), by_hash.data(),
+                                    same.data());
+    } else {
+      std::iota(same.begin(), same.end(), 0);
+    }
     // each pair's Renyi bound at one order (`hint`: where the last mechanism's first bound
     // ended): a valid bound, cheap, and what the pairs are taken in decreasing order of
-    for (int64_t i = 0; i < P; ++i)
-      bound[i] = same[i] != i ? -kInf
-                              : renyi.at_order(forms.data() + i * 2 * m,
-                                               forms.data() + i * 2 * m + m, mm,
-                                               static_cast<int>(k), hint);
+    for (int64_t i = 0; i < P; ++i) {
+      const double* lp = same[i] != i ? nullptr : form(i);
+      bound[i] = lp == nullptr ? -kInf
+                               : renyi.at_order(lp, lp + m, mm, static_cast<int>(k), hint);
+    }
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(),
                      [&](int x, int y) { return bound[x] > bound[y]; });
@@ -455,7 +470,7 @@ ffi::Error ComposedEps(ffi::Buffer<T> log_K, ffi::Buffer<T> delta, int64_t k,
     for (int64_t r = 0; r < P; ++r) {
       const int i = order[r];
       if (same[i] != i) continue;  // its twin's eps is its own
-      const double* lp = forms.data() + i * 2 * m;
+      const double* lp = form(i);
       const double* lq = lp + m;
       if (!(bound[i] * (1.0 + kMargin) + kMargin > best)) continue;  // pruned at one order
       int at = hint;

@@ -26,9 +26,13 @@ void canonical(const T* log_P, const T* log_Q, int m, int* index, T* out_P, T* o
     const auto before = [&](int a, int b) {
       return log_P[a] < log_P[b] || (log_P[a] == log_P[b] && log_Q[a] < log_Q[b]);
     };
-    for (int i = 1; i < m; ++i)  // insertion sort: m is small
-      for (int j = i; j > 0 && before(index[j], index[j - 1]); --j)
-        std::swap(index[j], index[j - 1]);
+    if (m > 32) {
+      std::sort(index, index + m, before);
+    } else {  // insertion sort: m is small
+      for (int i = 1; i < m; ++i)
+        for (int j = i; j > 0 && before(index[j], index[j - 1]); --j)
+          std::swap(index[j], index[j - 1]);
+    }
   }
   for (int i = 0; i < m; ++i) {
     out_P[i] = log_P[index[i]];

@@ -15,14 +15,15 @@
 // Evaluation without cancellation: with L = log(P/Q) and phi(x) = e^x - 1 - x >= 0,
 //   alpha(alpha - 1) H_alpha = sum_{P>0} P phi(t L) + t KL,   KL = sum_{P>0} P phi(-L) + sum_{P=0} Q
 // (the f-divergence form of sum P^alpha Q^(1-alpha) - 1, every term >= 0), and
-// D_alpha / alpha = log1p(that) / (t (t + 1)); where t max L > 600 the log-sum-exp
-// t max L + log sum P e^{t (L - max L)} instead (no overflow; the normalization's float32
-// rounding is then negligible).
+// D_alpha / alpha = log1p(that) / (t (t + 1)); where t max L > 600 the log-sum-exp of
+// log P + t L instead (no overflow, no underflow of an output whose P is below double's range;
+// the normalization's float32 rounding is then negligible).
 //
-// Contract (tests/test_zcdp_native.py holds it against the float64 reference): for each pair,
-// value = rho rounded to float32 and order = the maximizing u, -inf where the alpha -> 1 limit
-// (KL) is the max; +inf value where Q = 0 < P somewhere (every D_alpha is), 0 where P = Q
-// (D_inf = 0); NaN in, NaN out.
+// Contract (tests/test_native_pair_levels.py holds it against the float64 reference): for each
+// pair, value = rho rounded to float32 and order = the maximizing u, -inf where the alpha -> 1
+// limit (KL) is the max; +inf value where Q = 0 < P somewhere (every D_alpha is), 0 where P = Q
+// (D_inf = 0); NaN in, NaN out. With the attribute group > 1, only each group's max (and the
+// pairs attaining it) is so; a pair that cannot attain it reads a lower bound (group_of_pairs).
 
 #include <algorithm>
 #include <cmath>
@@ -150,9 +151,11 @@ inline double fast_phi(double x) {
 struct Pair {
   int size = 0;            // outputs with P > 0
   double L[64];            // their log(P/Q) (the first 64; more go to the heap)
-  double P[64];
+  double P[64];            // their P
+  double LP[64];           // their log P (P may be 0 in double precision where log P < -745)
   const double* l = L;
   const double* p = P;
+  const double* lp = LP;
   double kl = 0.0;
   double d_inf = 0.0;
   double l_min = 0.0;      // the least L
@@ -164,23 +167,27 @@ struct Pair {
 // g = D_alpha/alpha = K(t)/(t(t + 1)) at t = alpha - 1 > 0 and, if `slopes`, the numerator of
 // its derivative N = K' w - K w' (w = t(t + 1)) and N' = K'' w - 2K: g is stationary where N = 0.
 // K = log(1 + S), S = sum P phi(tL) + t KL, S' = sum P L expm1(tL) + KL, S'' = sum P L^2 e^{tL};
-// where t max L > kLargeExponent, K = t max L + log sum P e^{t(L - max L)} and its derivatives
-// are the mean and variance of L under the weights P e^{tL}.
+// where t max L > kLargeExponent, K = log sum e^{log P + tL} (shifted by its largest term) and
+// its derivatives are the mean and variance of L under the weights P e^{tL}.
 inline void with_slope(const Pair& pair, double t, bool slopes, double* g, double* n,
                        double* dn) {
   const double top = t * pair.d_inf;
   const double w = t * (t + 1.0);
   double K, dK = 0.0, ddK = 0.0;
   if (top > kLargeExponent) {
+    // log sum exp(log P + tL), shifted by its largest term: an output whose P is 0 in double
+    // precision (log P < -745) can still carry D_inf, and with it every D_alpha of large alpha
+    double shift = -kInfinity;
+    for (int i = 0; i < pair.size; ++i) shift = std::max(shift, pair.lp[i] + t * pair.l[i]);
     double sum = 0.0, first = 0.0, second = 0.0;
     for (int i = 0; i < pair.size; ++i) {
       const double l = pair.l[i];
-      const double e = pair.p[i] * std::exp(t * (l - pair.d_inf));
+      const double e = std::exp(pair.lp[i] + t * l - shift);
       sum += e;
       first += e * l;
       second += e * l * l;
     }
-    K = top + std::log(sum);
+    K = shift + std::log(sum);
     if (slopes) {
       dK = first / sum;
       ddK = std::max(second / sum - dK * dK, 0.0);
@@ -267,12 +274,14 @@ enum class Settled { kNo, kNaN, kInfinite, kZero };
 // One pair of m outputs (float32 logs, -inf for a zero) into `pair`: the outputs with P > 0,
 // their L and P, KL and D_inf; or how its level is settled without a search.
 Settled prepare(const float* log_P, const float* log_Q, int m, Pair& pair, double* heap_L,
-                double* heap_P) {
+                double* heap_P, double* heap_LP) {
   pair.size = 0;
   pair.l = m <= 64 ? pair.L : heap_L;
   pair.p = m <= 64 ? pair.P : heap_P;
+  pair.lp = m <= 64 ? pair.LP : heap_LP;
   double* L = const_cast<double*>(pair.l);
   double* P = const_cast<double*>(pair.p);
+  double* LP = const_cast<double*>(pair.lp);
   double kl = 0.0, d_inf = 0.0, l_min = kInfinity, sum_p = 0.0, sum_q = 0.0, sum_pl = 0.0;
   bool infinite = false, nan = false;
   for (int i = 0; i < m; ++i) {
@@ -294,6 +303,7 @@ Settled prepare(const float* log_P, const float* log_Q, int m, Pair& pair, doubl
     const double p = std::exp(lp);
     L[pair.size] = l;
     P[pair.size] = p;
+    LP[pair.size] = lp;
     ++pair.size;
     if (-l > kLargeExponent) {
       // P phi(-L) = Q - P + P L: phi(-L) overflows, and P may be subnormal (flushed to 0 on
@@ -389,8 +399,11 @@ double grid_ceiling(const Pair& pair, const Search& s, double floor) {
   for (int j = 0; j + 1 < s.count; ++j) {
     const Point& a = s.points[j];
     const Point& b = s.points[j + 1];
+    if (!std::isfinite(a.g) || !std::isfinite(b.g)) return kInfinity;  // no bound: search it
     const double cheap = b.g * b.t * (b.t + 1.0) / (a.t * (a.t + 1.0));
-    top = std::max(top, b.t <= kChordTop && cheap < floor ? cheap : interval_bound(pair, a, b));
+    const double bound = b.t <= kChordTop && cheap < floor ? cheap : interval_bound(pair, a, b);
+    if (!(bound >= 0.0)) return kInfinity;  // NaN
+    top = std::max(top, bound);
   }
   return top;
 }
@@ -454,7 +467,7 @@ double finish(const Pair& pair, Search& s, float* order) {
 // Scratch space of one call: the pair's outputs beyond 64, a pair's outputs in canonical order,
 // and a group's per-pair arrays.
 struct Scratch {
-  std::vector<double> heap;        // 2m doubles where m > 64: Pair's L and P
+  std::vector<double> heap;        // 3m doubles where m > 64: Pair's L, P and log P
   std::vector<float> sorted;       // 2m floats: one pair's canonical log P, log Q
   std::vector<int> index;          // m: the canonical order
   std::vector<float> forms;        // group x 2m: each pair's canonical logs
@@ -462,7 +475,8 @@ struct Scratch {
   std::vector<int64_t> by_hash, same, open;
   std::vector<double> ceilings;
   double* heap_L() { return heap.empty() ? nullptr : heap.data(); }
-  double* heap_P() { return heap.empty() ? nullptr : heap.data() + heap.size() / 2; }
+  double* heap_P() { return heap.empty() ? nullptr : heap.data() + heap.size() / 3; }
+  double* heap_LP() { return heap.empty() ? nullptr : heap.data() + 2 * heap.size() / 3; }
 };
 
 using jaxpriv_twins::canonical;
@@ -471,7 +485,8 @@ using jaxpriv_twins::canonical;
 // canonical order.
 void canonical_pair(const float* log_P, const float* log_Q, int m, Pair& pair, Scratch& scratch,
                     float* value, float* order) {
-  const Settled how = prepare(log_P, log_Q, m, pair, scratch.heap_L(), scratch.heap_P());
+  const Settled how = prepare(log_P, log_Q, m, pair, scratch.heap_L(), scratch.heap_P(),
+                scratch.heap_LP());
   if (how != Settled::kNo) return write_settled(how, value, order);
   Search s;
   first_grid(pair, s);
@@ -487,17 +502,18 @@ void one_pair(const float* log_P, const float* log_Q, int m, Pair& pair, Scratch
   canonical_pair(sorted_P, sorted_Q, m, pair, scratch, value, order);
 }
 
-constexpr double kPruneMargin = 1e-6;  // a pair is skipped only below the best by this, relative
+constexpr double kPruneMargin = 1e-6;  // a ceiling below best / (1 + this) is skipped
+constexpr double kLeastPruned = 1e-30;  // below, nothing is skipped (float32's spacing there)
 
 // A group of `size` pairs (the ordered pairs of one mechanism's rows) whose max is what is
 // wanted, each pair settled as cheaply as the others allow. Pairs equal in canonical order
 // (canonical) are solved once. Then each pair's Hoeffding ceiling; in order of decreasing
-// ceiling while one reaches the best level so far (raised by kPruneMargin), its first grid of
-// orders and that grid's chord ceiling; then the searches in order of decreasing grid ceiling
-// while one reaches the best level. A searched pair's value and order are one_pair's; a
-// skipped pair keeps its best lower bound (KL, or its first grid's best), below the group's
-// max by more than kPruneMargin. So the max over the group, and which pairs attain it, are
-// one_pair's exactly.
+// ceiling while one, raised by kPruneMargin, reaches the best level so far, its first grid of
+// orders and that grid's ceiling (grid_ceiling); then the searches in order of decreasing grid
+// ceiling while one reaches the best level. A searched pair's value and order are one_pair's;
+// a skipped pair reads its KL and the order -inf (a lower bound of its level, below the best
+// by a factor 1 + kPruneMargin in double precision, so below the group's max in float32 too).
+// So the max over the group, and which pairs attain it, are one_pair's exactly.
 void group_of_pairs(const float* log_P, const float* log_Q, int m, int64_t size, Pair& pair,
                     Scratch& scratch, float* value, float* order) {
   float* forms = scratch.forms.data();
@@ -511,7 +527,7 @@ void group_of_pairs(const float* log_P, const float* log_Q, int m, int64_t size,
     canonical(log_P + i * m, log_Q + i * m, m, scratch.index.data(), form(i), form(i) + m);
   jaxpriv_twins::first_of_equal(forms, size, m, hashes, by_hash, same);
   const auto reaches = [](double ceiling, double best) {
-    return !(ceiling * (1.0 + kPruneMargin) < best);
+    return best < kLeastPruned || !(ceiling * (1.0 + kPruneMargin) < best);
   };
   const auto by_ceiling = [&](int64_t a, int64_t b) { return ceilings[a] > ceilings[b]; };
   double best = -kInfinity;
@@ -519,7 +535,7 @@ void group_of_pairs(const float* log_P, const float* log_Q, int m, int64_t size,
   for (int64_t i = 0; i < size; ++i) {
     if (same[i] != i) continue;
     const Settled how = prepare(form(i), form(i) + m, m, pair, scratch.heap_L(),
-                                scratch.heap_P());
+                                scratch.heap_P(), scratch.heap_LP());
     if (how != Settled::kNo) {
       write_settled(how, value + i, order + i);
       if (how != Settled::kNaN) best = std::max(best, static_cast<double>(value[i]));
@@ -536,22 +552,20 @@ void group_of_pairs(const float* log_P, const float* log_Q, int m, int64_t size,
   int64_t gridded = 0;
   for (; gridded < opened && reaches(ceilings[open[gridded]], best); ++gridded) {
     const int64_t i = open[gridded];
-    prepare(form(i), form(i) + m, m, pair, scratch.heap_L(), scratch.heap_P());
+    prepare(form(i), form(i) + m, m, pair, scratch.heap_L(), scratch.heap_P(),
+                scratch.heap_LP());
     Search s;
     grid_points(pair, s);
     const Point& top = s.points[s.best];
-    if (top.g > pair.kl) {
-      value[i] = static_cast<float>(top.g);
-      order[i] = static_cast<float>(top.u);
-      best = std::max(best, top.g);
-    }
+    best = std::max(best, top.g);  // a lower bound of the pair's level (and so of the max)
     const double ceiling = grid_ceiling(pair, s, best);
     ceilings[i] = ceiling >= top.g ? ceiling : kInfinity;
   }
   std::sort(open, open + gridded, by_ceiling);
   for (int64_t k = 0; k < gridded && reaches(ceilings[open[k]], best); ++k) {
     const int64_t i = open[k];
-    prepare(form(i), form(i) + m, m, pair, scratch.heap_L(), scratch.heap_P());
+    prepare(form(i), form(i) + m, m, pair, scratch.heap_L(), scratch.heap_P(),
+                scratch.heap_LP());
     Search s;
     first_grid(pair, s);
     const double level = finish(pair, s, order + i);
@@ -577,7 +591,7 @@ ffi::Error ZcdpOrders(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
   if (group < 1 || count % group != 0)
     return ffi::Error::InvalidArgument("group must be >= 1 and divide the number of pairs");
   Scratch scratch;
-  if (m > 64) scratch.heap.resize(2 * m);
+  if (m > 64) scratch.heap.resize(3 * m);
   scratch.sorted.resize(2 * m);
   scratch.index.resize(m);
   Pair pair;
