@@ -20,6 +20,12 @@ import tempfile
 
 from jaxpriv.kernels.native import AVX2_ENVIRONMENT, cpu_flags
 
+_TREE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_IMPORTED = os.path.dirname(os.path.dirname(os.path.abspath(sys.modules["jaxpriv"].__file__)))
+if _IMPORTED != _TREE:  # a worktree's script measuring the editable install's jaxpriv
+    print(f"benchmarks: jaxpriv is imported from {_IMPORTED}, not from this checkout {_TREE}: "
+          f"set PYTHONPATH={_TREE} to measure this checkout", file=sys.stderr)
+
 LEVELS = {"native": {}, "avx2": AVX2_ENVIRONMENT}
 CHILD = "JAXPRIV_BENCH_ISA"
 """Set in a child's environment to the level it runs at."""
