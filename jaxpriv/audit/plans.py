@@ -81,7 +81,8 @@ class Budget:
 
 
 BUDGETS: dict[str, Budget] = {
-    # 7–8 minutes on a 2-core CPU with empty caches (compile time most of it), ~2.5 warm;
+    # 4 (AVX-512) to 8 (AVX2) minutes on a 2-core CPU with empty caches (compile time most of
+    # it), 1–2.5 warm;
     # the target is 3 (issue 35, benchmarks/bench_audit.py)
     "quick": Budget("quick", sweep_count=20_000, sweep_n=4, sweep_m=4, search_n=3, search_m=3,
                     grid=(0.1, 3.0, 6), param=0.5, restarts=16, steps=300, k=2, r=2,

@@ -216,7 +216,7 @@ def _audit_parser(sub) -> None:
     p = sub.add_parser("audit", help="sweep, search and certify every relation; write a "
                        "report (the main job)")
     p.add_argument("--budget", default="quick",
-                   help="quick (7–8 min on 2 CPU cores with empty caches, ~2.5 warm), standard, or "
+                   help="quick (4–8 min on 2 CPU cores with empty caches, 1–2.5 warm), standard, or "
                    "full (overnight / GPU)")
     p.add_argument("--out", default="runs/audit", help="audit directory (default runs/audit; "
                    "an audit already there is resumed)")
