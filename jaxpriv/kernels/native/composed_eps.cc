@@ -30,7 +30,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <numeric>
 #include <vector>
@@ -411,8 +410,8 @@ ffi::Error ComposedEps(ffi::Buffer<T> log_K, ffi::Buffer<T> delta, int64_t k,
   const bool twins = P * 2 * m <= kTwinDoubles;
   std::vector<double> K(n * m), bound(P), forms(twins ? P * 2 * m : 2 * m);
   std::vector<int> order(P), index(m);
-  std::vector<uint64_t> hashes(P);
-  std::vector<int64_t> by_hash(P), same(P);
+  std::vector<uint64_t> hashes(twins ? P : 0);
+  std::vector<int64_t> by_hash(twins ? P : 0), same(P);
   const Native* in = log_K.typed_data();
   const Native* d = delta.typed_data();
   Native* eps_o = eps_out->typed_data();

@@ -481,16 +481,12 @@ struct Scratch {
 
 using jaxpriv_twins::canonical;
 
-// rho and its order for one pair of m outputs (float32 logs, -inf for a zero), already in
-// canonical order.
-void canonical_pair(const float* log_P, const float* log_Q, int m, Pair& pair, Scratch& scratch,
-                    float* value, float* order) {
-  const Settled how = prepare(log_P, log_Q, m, pair, scratch.heap_L(), scratch.heap_P(),
-                scratch.heap_LP());
-  if (how != Settled::kNo) return write_settled(how, value, order);
+// rho (double precision) and its order for a pair that prepare() left unsettled: the first
+// grid, the branch and bound, Newton's steps.
+double searched_level(const Pair& pair, float* order) {
   Search s;
   first_grid(pair, s);
-  *value = static_cast<float>(finish(pair, s, order));
+  return finish(pair, s, order);
 }
 
 // rho and its order for one pair of m outputs (float32 logs, -inf for a zero).
@@ -499,7 +495,10 @@ void one_pair(const float* log_P, const float* log_Q, int m, Pair& pair, Scratch
   float* sorted_P = scratch.sorted.data();
   float* sorted_Q = sorted_P + m;
   canonical(log_P, log_Q, m, scratch.index.data(), sorted_P, sorted_Q);
-  canonical_pair(sorted_P, sorted_Q, m, pair, scratch, value, order);
+  const Settled how = prepare(sorted_P, sorted_Q, m, pair, scratch.heap_L(), scratch.heap_P(),
+                              scratch.heap_LP());
+  if (how != Settled::kNo) return write_settled(how, value, order);
+  *value = static_cast<float>(searched_level(pair, order));
 }
 
 constexpr double kPruneMargin = 1e-6;  // a ceiling below best / (1 + this) is skipped
@@ -566,9 +565,7 @@ void group_of_pairs(const float* log_P, const float* log_Q, int m, int64_t size,
     const int64_t i = open[k];
     prepare(form(i), form(i) + m, m, pair, scratch.heap_L(), scratch.heap_P(),
                 scratch.heap_LP());
-    Search s;
-    first_grid(pair, s);
-    const double level = finish(pair, s, order + i);
+    const double level = searched_level(pair, order + i);
     value[i] = static_cast<float>(level);
     best = std::max(best, level);
   }
