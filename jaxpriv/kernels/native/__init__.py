@@ -53,6 +53,7 @@ from jaxpriv.kernels.native.builder import (
     cpu_flags,
     library_path,
     march,
+    turned_off,
 )
 
 __all__ = [
@@ -482,7 +483,7 @@ def register(library_file: Path, target: str, sampler_target: str | None = None)
 def _registered() -> str | None:
     """Builds, loads and registers the kernel once per process; the reason if it cannot."""
     setting = os.environ.get("JAXPRIV_NATIVE", "1").strip().lower()
-    if setting in ("0", "false", "no", "off"):
+    if turned_off():
         return "turned off by JAXPRIV_NATIVE"
     try:
         if register(build(march()), TARGET, SAMPLER_TARGET) < 8 and setting != "force":  # registered, left unused

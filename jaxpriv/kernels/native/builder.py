@@ -35,6 +35,7 @@ import platform
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -141,6 +142,36 @@ def build(march: str = "native") -> Path:
         if target.exists():  # another process built it while this one waited
             return target
         return _compile(compiler, march, target)
+
+
+def turned_off() -> bool:
+    """Whether ``JAXPRIV_NATIVE`` turns the native kernel off (``0``, ``false``, ``no``, ``off``)."""
+    return os.environ.get("JAXPRIV_NATIVE", "1").strip().lower() in ("0", "false", "no", "off")
+
+
+def build_ahead() -> threading.Thread | None:
+    """Starts :func:`build` for this CPU (:func:`march`) in a background thread, unless the
+    library is built already, the kernel is turned off or there is no compiler; returns the
+    thread, or ``None``.
+
+    A parallel audit calls it before it plans and starts its workers: the build's ~7 s on two
+    cores then overlap the workers' start instead of holding both of them (one builds, the other
+    waits for :func:`_build_lock`), and a worker that needs the kernel before it is done waits
+    for the same lock. A failure is not reported here: the first use reports it, as without
+    this call (:class:`jaxpriv.kernels.native.NativeKernelWarning`).
+    """
+    if turned_off() or library_path(march()).exists() or _compiler() is None:
+        return None
+
+    def run() -> None:
+        try:
+            build(march())
+        except Exception:  # noqa: BLE001 - reported where the kernel is first used
+            pass
+
+    thread = threading.Thread(target=run, name="jaxpriv-native-build", daemon=True)
+    thread.start()
+    return thread
 
 
 @contextlib.contextmanager
