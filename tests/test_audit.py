@@ -350,7 +350,7 @@ def test_relations_sharing_a_program_go_to_one_worker_in_jobs_of_bounded_size():
     from jaxpriv.registry import programs
 
     quick = plans.relation_ids(None, plans.budget("quick"))
-    jobs = runner._jobs({rid: [] for rid in quick})
+    jobs = runner._jobs(list(quick))
     assert sorted(rid for job in jobs for rid in job) == sorted(quick)
     where = {rid: i for i, job in enumerate(jobs) for rid in job}
     assert len({where[rid] for rid in quick if rid.startswith(("D6.", "D7."))}) == 1
@@ -360,7 +360,7 @@ def test_relations_sharing_a_program_go_to_one_worker_in_jobs_of_bounded_size():
     position = {rid: i for i, rid in enumerate(quick)}
     assert all(job == sorted(job, key=position.__getitem__) for job in jobs)
     everything = plans.relation_ids("all")
-    jobs = runner._jobs({rid: [] for rid in everything})
+    jobs = runner._jobs(list(everything))
     assert sorted(rid for job in jobs for rid in job) == sorted(everything)
     for job in jobs:
         claims = {programs.program_key(registry.get(rid)) for rid in job}

@@ -40,12 +40,15 @@ class Outputs(NamedTuple):
       relation: a finished relation's figures, ``relation(out, relation_id)``, drawn where it
         ran (a worker process of a parallel audit) as soon as its runs are done; ``None``:
         the report draws them.
+      ready: called once in each worker process of a parallel audit as it starts, while the
+        audit plans (the report's: import the plotting library); ``None``: nothing.
     """
 
     sweep: Callable[..., dict]
     search: Callable[..., dict]
     report: Callable[[Path, dict], None]
     relation: Callable[[Path, str], None] | None = None
+    ready: Callable[[], None] | None = None
 
 
 def _finished(directory: Path, config) -> bool:
@@ -179,10 +182,12 @@ ORPHAN_POLL = 0.25
 """How often an audit worker checks that the audit that started it is still alive."""
 
 
-def _worker_setup(parent: int, devices: int, plugins: list[str]) -> None:
+def _worker_setup(parent: int, devices: int, plugins: list[str],
+                  ready: Callable[[], None] | None = None) -> None:
     """Every worker process, once: ``devices`` CPU devices, the parent's plugins, a longer wait
-    for run-directory locks, and a watchdog that ends the worker at once when the audit that
-    started it is gone (``kill -9`` included), so no orphan keeps writing its directory."""
+    for run-directory locks, a watchdog that ends the worker at once when the audit that
+    started it is gone (``kill -9`` included), so no orphan keeps writing its directory, and
+    the engines imported (and ``ready`` called: :attr:`Outputs.ready`) while the audit plans."""
     import threading
 
     import jax
@@ -196,6 +201,15 @@ def _worker_setup(parent: int, devices: int, plugins: list[str]) -> None:
     jax.config.update("jax_num_cpu_devices", devices)
     runstate.LOCK_WAIT = WORKER_LOCK_WAIT
     registry.load_plugins(plugins)
+    from jaxpriv.engines import search, sweep  # noqa: F401 - imported before the first job
+
+    if ready is not None:
+        ready()
+
+
+def _started() -> None:
+    """A job that does nothing: submitted once per worker, it starts the worker processes of a
+    parallel audit (a pool starts them as jobs arrive) before the audit has planned."""
 
 
 def run(spend: Budget, ids: list[str], out: str | os.PathLike, seed: int = 0,
@@ -242,7 +256,15 @@ def _run(spend: Budget, ids: list[str], out: Path, seed: int, progress: bool, me
     """:func:`run` holding the audit directory's lock, its plan checked. In a process group
     only the writer assesses and reports (the others' directories hold only what they ran)."""
     _build_native_ahead()
-    tasks = plan(spend, ids, seed, memory_mb)
+    parallel = workers > 1 and len(ids) > 1
+    # the workers start (import JAX, the engines, the plotting library) while the audit plans
+    pool = _Pool.start(_jobs(ids), workers, outputs.ready) if parallel else None
+    try:
+        tasks = plan(spend, ids, seed, memory_mb)
+    except BaseException:
+        if pool is not None:
+            pool.stop()
+        raise
     began = time.perf_counter()
     verdicts: dict[str, dict] = _previous_verdicts(out)
 
@@ -259,11 +281,11 @@ def _run(spend: Budget, ids: list[str], out: Path, seed: int, progress: bool, me
             f"{format_number(verdicts[rid]['worst_slack'])})")
 
     per_relation = {rid: [t for t in tasks if t.relation == rid] for rid in ids}
-    if workers == 1 or len(ids) == 1:
+    if pool is None:
         for rid, mine in per_relation.items():
             finished(rid, _run_relation(mine, out, progress, outputs))
     else:
-        _run_parallel(per_relation, out, workers, progress, finished, outputs)
+        _run_parallel(pool, per_relation, out, progress, finished, outputs)
     summary = _summary(spend, seed, verdicts, time.perf_counter() - began)
     if not group.is_writer():
         return summary
@@ -272,26 +294,49 @@ def _run(spend: Budget, ids: list[str], out: Path, seed: int, progress: bool, me
     return summary
 
 
-def _run_parallel(per_relation: dict[str, list[Task]], out: Path, workers: int, progress: bool,
+class _Pool(NamedTuple):
+    """A parallel audit's worker processes and the jobs they take (:func:`_jobs`)."""
+
+    executor: Any
+    jobs: list[list[str]]
+    workers: int
+
+    @classmethod
+    def start(cls, jobs: list[list[str]], workers: int, ready: Callable[[], None] | None = None
+              ) -> "_Pool":
+        """``min(workers, len(jobs))`` spawned processes (JAX cannot fork), started now."""
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        workers = min(workers, len(jobs))
+        devices = max(1, (os.cpu_count() or 1) // workers)
+        executor = ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_setup,
+            initargs=(os.getpid(), devices, list(registry.LOADED_PLUGINS), ready))
+        for _ in range(workers):  # a pool starts a process per job submitted while none is idle
+            executor.submit(_started)
+        return cls(executor, jobs, workers)
+
+    def stop(self) -> None:
+        """Ends the workers at once (a worker left running would keep writing its directory)."""
+        for process in (getattr(self.executor, "_processes", None) or {}).values():
+            process.terminate()
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _run_parallel(pool: _Pool, per_relation: dict[str, list[Task]], out: Path, progress: bool,
                   finished: Callable[[str, list], None], outputs: Outputs) -> None:
-    """Relations in ``workers`` spawned processes (JAX cannot fork), results as they finish."""
-    import multiprocessing
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    """Relations in the ``pool``'s processes, results as they finish."""
+    from concurrent.futures import FIRST_COMPLETED, wait
     from concurrent.futures.process import BrokenProcessPool
 
     from tqdm.auto import tqdm
 
-    jobs = _jobs(per_relation)
-    workers = min(workers, len(jobs))
-    devices = max(1, (os.cpu_count() or 1) // workers)
     bar = tqdm(total=len(per_relation), unit="relation", disable=not progress,
-               desc=f"auditing ({workers} workers)")
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_worker_setup,
-                               initargs=(os.getpid(), devices, list(registry.LOADED_PLUGINS)))
+               desc=f"auditing ({pool.workers} workers)")
     try:
-        pending = {pool.submit(_relation_worker, [per_relation[rid] for rid in job], str(out),
-                               outputs): job for job in jobs}
+        pending = {pool.executor.submit(_relation_worker, [per_relation[rid] for rid in job],
+                                        str(out), outputs): job for job in pool.jobs}
         while pending:
             ready, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in ready:
@@ -307,17 +352,14 @@ def _run_parallel(per_relation: dict[str, list[Task]], out: Path, workers: int, 
                     bar.update(1)
                     bar.set_postfix_str(rid)
     except BaseException:
-        # stop the workers too: a worker left running would keep writing its directory
-        for process in (getattr(pool, "_processes", None) or {}).values():
-            process.terminate()
-        pool.shutdown(wait=False, cancel_futures=True)
+        pool.stop()
         raise
     finally:
         bar.close()
-    pool.shutdown()
+    pool.executor.shutdown()
 
 
-def _jobs(per_relation: dict[str, list[Task]]) -> list[list[str]]:
+def _jobs(ids: list[str]) -> list[list[str]]:
     """The relations in jobs for the workers: relations that share a compiled program go to
     one worker, which compiles it once — the instances of a claim
     (:func:`jaxpriv.registry.programs.program_key`: spread over two workers, D6's eight
@@ -330,7 +372,7 @@ def _jobs(per_relation: dict[str, list[Task]]) -> list[list[str]]:
 
     job_of: dict[Any, int] = {}  # a shared program's key -> its job
     jobs: list[list[str]] = []
-    for rid in per_relation:
+    for rid in ids:
         relation = registry.get(rid)
         keys = []
         if getattr(relation, "kind", None) == "mechanism":
@@ -348,7 +390,7 @@ def _jobs(per_relation: dict[str, list[Task]]) -> list[list[str]]:
             jobs.append([])
         jobs[into].append(rid)
         job_of.update({key: into for key in keys})
-    order = {rid: i for i, rid in enumerate(per_relation)}
+    order = {rid: i for i, rid in enumerate(ids)}
     return [part for job in jobs if job
             for part in _split(sorted(job, key=order.__getitem__), programs.program_key)]
 

@@ -202,6 +202,14 @@ def _title(relation, detail: str = "") -> str:
 def _save(fig, path: Path, dpi: int = 130) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    engine = fig.get_layout_engine()
+    if engine is not None:
+        # laid out once, at the saved resolution, then fixed: ``savefig`` otherwise lays out a
+        # constrained figure twice (its layout draw and its real one), ~10% of a relation's
+        # figures; the same pixels
+        fig.set_dpi(dpi)
+        engine.execute(fig)
+        fig.set_layout_engine(None)
     fig.savefig(path, dpi=dpi)
     _pyplot().close(fig)
     return path
