@@ -203,6 +203,10 @@ def _compiled_check(key, relation, compiler: tuple = ()):
 
 
 _compiled_bounds: dict[Any, Callable] = {}
+BOUND_POINTS = 512
+"""The fewest points :func:`bound_at`'s compiled program evaluates a claimed bound at (a call at
+fewer is padded): a figure's curve fits, and a compiled bound at 512 points costs no more than
+at 16."""
 
 
 def bound_at(relation: Relation, x, used=0.0) -> np.ndarray:
@@ -230,10 +234,12 @@ def bound_at(relation: Relation, x, used=0.0) -> np.ndarray:
                     bound = programs.bind(relation, values).bound(x, used)
                     return jnp.broadcast_to(jnp.asarray(bound, jnp.float64), x.shape)
                 _compiled_bounds[key] = jax.jit(run)
-            # flat, padded to a power of two (≥ 16) with the last point: a few programs per
-            # claim serve every call (an envelope's 40 rows, a verdict's 7 points, a scalar)
+            # flat, padded with the last point to a power of two ≥ BOUND_POINTS: one program per
+            # claim serves the calls of a quick audit (a figure's 399 points, an envelope's 40
+            # rows, a verdict's 7, a scalar); padded to ≥ 16, three sizes were ~120 of its ~170
+            # small programs, each compiled (cold) or fetched (warm) by every worker
             size = int(np.prod(shape))
-            padded = max(16, 1 << max(0, size - 1).bit_length())
+            padded = max(BOUND_POINTS, 1 << max(0, size - 1).bit_length())
 
             def flat(a):
                 a = np.broadcast_to(a, shape).ravel()
