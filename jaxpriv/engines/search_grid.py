@@ -161,6 +161,8 @@ def evaluate_grid(config, state: SearchState, out_dir: Path | None
     best = jax.tree_util.tree_map(np.asarray, state.best_params)
     # order: (G, T) restarts, best float64 score first; checked: float64 arrays (G, T, V)
     order, mechs, checked = _checked_candidates(config, best)
+    # on the host: a witness indexed out of device arrays dispatched a slice per array
+    mechs = jax.tree_util.tree_map(np.asarray, mechs)
     x = np.asarray(config.grid)[:, None, None]
     with jax.enable_x64(True):
         used = checked.parameter if not setup.gridded_parameter else np.full_like(

@@ -48,8 +48,9 @@ import numpy as np
 from jaxpriv import registry
 from jaxpriv.engines import checks, io, programs, runstate, settings, subject
 from jaxpriv.engines.sweep_state import Best, Candidates, SweepState, initial_state
-from jaxpriv.engines.sweep_verify import (float64_screen, mechanism_of, record_mechanism,
-                                          violated_in_float64, warm_float64)
+from jaxpriv.engines.sweep_verify import (RECORD_FIELDS, checked_records, float64_screen,
+                                          mechanism_of, record_mechanism, violated_in_float64,
+                                          warm_float64)
 from jaxpriv.engines.sweep_step import (GROUP_ENTRIES, Step, block_group, envelope_score,
                                         make_step, sampler_spec, uses_fused_kernel)
 from jaxpriv.core.errors import InputError
@@ -333,40 +334,46 @@ def _run(config: SweepConfig, out_dir: Path | None, resume: bool, progress: bool
     result = SweepResult(config, current["state"], found.violations, found.violation_count,
                          found.seconds, compile_seconds)
     if out_dir is not None and stop == config.chunks:
-        result = result._replace(rows=envelope_rows(out_dir, result, relation),
+        result = result._replace(rows=envelope_rows(out_dir, result, relation, screen),
                                  worst=worst_point(result, relation, out_dir,
-                                                   current["lowest"]))
+                                                   current["lowest"], screen))
         if write is not None:
             write(out_dir, result, relation)
     return result
 
 
-def envelope_rows(out_dir: Path, result: SweepResult, relation) -> list[dict]:
-    """Re-check each cell's best mechanism in float64, save it, tabulate the envelope."""
+def envelope_rows(out_dir: Path, result: SweepResult, relation, screen=None) -> list[dict]:
+    """Re-check each cell's best mechanism in float64 (all cells in the batches of ``screen``,
+    the sweep's :func:`float64_screen`; built here when not given), save it, tabulate the
+    envelope."""
     config = result.config
     options = relation.options
+    screen = screen or float64_screen(config, relation, options)
     env = jax.tree_util.tree_map(np.asarray, result.state.envelope)
     counts = np.asarray(result.state.cell_count)
+    cells = np.flatnonzero(env.score > -np.inf)
+    if not cells.size:
+        return []
+    mechs, checked = checked_records(config, screen, env, cells)
     rows, at = [], []
-    for cell in np.flatnonzero(env.score > -np.inf):
+    for i, cell in enumerate(cells):
         x_bin, p_bin = divmod(int(cell), config.param_bins)
         x_edge = config.x_max * (x_bin + 1) / config.x_bins
         p_edge = config.param_max * (p_bin + 1) / config.param_bins if config.param_bins > 1 \
             else None
-        mech = record_mechanism(config, env, cell)
-        checked = relation.check(mech, **options)
         name = f"witnesses/bins/x{x_bin:03d}-p{p_bin:02d}.json"
-        io.save_mechanism(out_dir / name, mech, relation=relation.id,
+        io.save_mechanism(out_dir / name, mechs[i], relation=relation.id,
                           index=int(env.index[cell]), **options)
         # the claim at the cell's edges (at the witness's own parameter where the bound scales
         # with it: a bin edge would overstate the room), all cells' in one call below
         measured = p_edge is None or relation.scales_with_parameter
-        at.append((x_edge, float(checked.parameter) if measured else p_edge))
+        parameter = float(checked.parameter[i])
+        at.append((x_edge, parameter if measured else p_edge))
         rows.append({"x": x_edge, "param": "" if p_edge is None else p_edge,
-                     "premise": float(checked.premise), "parameter": float(checked.parameter),
-                     "conclusion": float(checked.conclusion), "bound": np.nan,
+                     "premise": float(checked.premise[i]), "parameter": parameter,
+                     "conclusion": float(checked.conclusion[i]), "bound": np.nan,
                      "slack": np.nan, "count": int(counts[cell]), "witness": name})
-    bounds = registry.bound_at(relation, *zip(*at)) if rows else []
+    bounds = registry.bound_at(relation, *zip(*at))
     with jax.enable_x64(True):
         slacks = np.asarray(registry.slack(bounds, np.array([r["conclusion"] for r in rows])))
     for row, bound, slack in zip(rows, bounds, slacks):
@@ -375,7 +382,7 @@ def envelope_rows(out_dir: Path, result: SweepResult, relation) -> list[dict]:
 
 
 def worst_point(result: SweepResult, relation, out_dir: Path | None = None,
-                lowest: dict | None = None) -> dict | None:
+                lowest: dict | None = None, screen=None) -> dict | None:
     """The lowest **float64** slack the sweep saw (``None`` if none qualified): the float32
     lowest-slack mechanism and ``lowest`` (the candidates' lowest float64 slack, from
     :func:`violated_in_float64`), each re-checked in float64, the lower taken — a float32 level
@@ -384,23 +391,26 @@ def worst_point(result: SweepResult, relation, out_dir: Path | None = None,
     ``witnesses/worst.json``); a verified violation, if lower, is named instead."""
     worst = jax.tree_util.tree_map(np.asarray, result.state.worst)
     options = relation.options
-    found = []
+    records, indices = [], []
     if worst.score[0] > -np.inf:
-        found.append((record_mechanism(result.config, worst, 0), int(worst.index[0])))
+        records.append({name: getattr(worst, name)[:1] for name in RECORD_FIELDS})
+        indices.append(int(worst.index[0]))
     if lowest is not None:
-        record = {name: np.asarray(value, np.float32)[None]
-                  for name, value in lowest["record"].items()}
-        found.append((record_mechanism(result.config, SimpleNamespace(**record), 0),
-                      int(lowest["index"])))
-    if not found:
+        records.append({name: np.asarray(lowest["record"][name], np.float32)[None]
+                        for name in RECORD_FIELDS})
+        indices.append(int(lowest["index"]))
+    if not records:
         return None
-    checks = [relation.check(mech, **options) for mech, _ in found]
-    slacks = [float(c.slack) if bool(np.asarray(c.condition_holds)) else np.inf
-              for c in checks]
+    both = SimpleNamespace(**{name: np.concatenate([r[name] for r in records])
+                              for name in RECORD_FIELDS})
+    mechs, checks = checked_records(result.config,
+                                    screen or float64_screen(result.config, relation, options),
+                                    both, np.arange(len(records)))
+    slacks = np.where(checks.condition_holds, checks.slack, np.inf)
     pick = int(np.argmin(slacks))
-    (mech, index), checked = found[pick], checks[pick]
-    point = {"file": None, "premise": float(checked.premise),
-             "parameter": float(checked.parameter), "slack": float(checked.slack)}
+    mech, index = mechs[pick], indices[pick]
+    point = {"file": None, "premise": float(checks.premise[pick]),
+             "parameter": float(checks.parameter[pick]), "slack": float(checks.slack[pick])}
     if out_dir is not None:
         io.save_mechanism(out_dir / "witnesses" / "worst.json", mech, relation=relation.id,
                           index=index, **options)

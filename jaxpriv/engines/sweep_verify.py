@@ -21,8 +21,13 @@ from jaxpriv.engines.sweep_state import Best, Candidates
 from jaxpriv.engines.sweep_step import sampler_spec
 from jaxpriv.kernels import fused
 
-__all__ = ["float64_screen", "mechanism_of", "record_mechanism", "violated_in_float64",
-           "warm_float64"]
+__all__ = ["RECORD_FIELDS", "checked_records", "float64_screen", "mechanism_of", "record_mechanism",
+           "violated_in_float64", "warm_float64"]
+
+
+RECORD_FIELDS = ("log_K", "log_prior", "log_belief", "values")
+"""The arrays of a device-side record of mechanisms (:class:`jaxpriv.engines.sweep_state.Best`,
+the candidates), as :func:`checked_records` reads them."""
 
 
 def record_mechanism(config, best: Best, i: int) -> Mechanism:
@@ -42,12 +47,13 @@ def mechanism_of(log_K, log_prior, log_belief, values, has_values: bool,
                                     records=records, dtype=np.float64)
 
 
-def float64_screen(config, relation, options) -> Callable[[Mechanism], tuple]:
-    """``(violated, slack)`` of ``registry.evaluate`` on a float64 batch of ``config.candidates``
-    mechanisms (slack ``+∞`` where the condition fails), compiled ahead of the timed loop: the
-    eager float64 check costs ~150 ms per batch at n = m = 8, the compiled one ~1 ms. Only a
-    screen: :func:`jaxpriv.engines.runstate.verify_witness` re-checks each hit eagerly before
-    it counts.
+def float64_screen(config, relation, options) -> Callable[[Mechanism], registry.CheckResult]:
+    """:func:`jaxpriv.registry.check` of ``relation`` on a float64 batch of ``config.candidates``
+    mechanisms, as a :class:`jaxpriv.registry.CheckResult` of NumPy arrays, compiled ahead of
+    the timed loop: the eager float64 check costs ~150 ms per batch at n = m = 8, the compiled
+    one ~1 ms. It screens each chunk's candidates (:func:`violated_in_float64`) and checks the
+    envelope's cells and the worst point (:func:`checked_records`). Only a screen:
+    :func:`jaxpriv.engines.runstate.verify_witness` re-checks each hit eagerly before it counts.
 
     Two programs: the notions' float64 levels (:func:`jaxpriv.registry.notion_levels`), which
     never read the bound — one for every relation with the same notions and options
@@ -65,8 +71,7 @@ def float64_screen(config, relation, options) -> Callable[[Mechanism], tuple]:
 
     def screen(levels, at_values):
         at = registry.programs.bind(relation, at_values)
-        result = registry.evaluate(at, None, levels=levels, **fixed, **at_values)
-        return result.violated, jnp.where(result.condition_holds, result.slack, jnp.inf)
+        return tuple(registry.evaluate(at, None, levels=levels, **fixed, **at_values)[1:])
 
     with jax.enable_x64(True):
         f64 = jnp.float64
@@ -91,7 +96,12 @@ def float64_screen(config, relation, options) -> Callable[[Mechanism], tuple]:
         checked = programs.kept("float64 screen", relation, config,
                                 lambda: jax.jit(screen, compiler_options=options),
                                 example, values, extra=extra)
-    return lambda mech: checked(levels(mech, values), values)
+
+    def check(mech: Mechanism) -> registry.CheckResult:
+        with jax.enable_x64(True):
+            found = checked(levels(mech, values), values)
+            return registry.CheckResult(relation.id, *(np.asarray(a) for a in found))
+    return check
 
 
 def warm_float64(config, screen) -> None:
@@ -103,8 +113,7 @@ def warm_float64(config, screen) -> None:
     uniform = np.full((k, n), -np.log(n), np.float32)
     mech = mechanism_of(np.full((k, n, m), -np.log(m), np.float32), uniform, uniform,
                         np.zeros((k, m), np.float32), spec.values, spec.records)
-    with jax.enable_x64(True):
-        jax.block_until_ready(screen(mech))
+    screen(mech)
 
 
 def violated_in_float64(config, screen, candidates: Candidates,
@@ -124,12 +133,35 @@ def violated_in_float64(config, screen, candidates: Candidates,
     spec = sampler_spec(config)
     mech = mechanism_of(candidates.log_K, candidates.log_prior, candidates.log_belief,
                         candidates.values, spec.values, spec.records)
-    with jax.enable_x64(True):
-        violated, slack64 = (np.asarray(a) for a in screen(mech))
+    checked = screen(mech)
+    violated = checked.violated
+    slack64 = np.where(checked.condition_holds, checked.slack, np.inf)
     slack64 = np.where(real & ~np.isnan(slack64), slack64, np.inf)
     k = int(np.argmin(slack64))
     if np.isfinite(slack64[k]) and (lowest is None or slack64[k] < lowest["slack"]):
         lowest = {"slack": float(slack64[k]), "index": int(index[k]), "record": {
             name: np.asarray(getattr(candidates, name)[k]).tolist()
-            for name in ("log_K", "log_prior", "log_belief", "values")}}
+            for name in RECORD_FIELDS}}
     return [int(k) for k in np.flatnonzero(picked & violated)], lowest
+
+
+def checked_records(config, screen, record, indices) -> tuple[Mechanism, registry.CheckResult]:
+    """Entries ``indices`` of a device-side record (an envelope's cells, the worst point) as
+    float64 mechanisms on the host (a batch of NumPy arrays) and their float64 check by
+    ``screen`` (:func:`float64_screen`), in batches of ``config.candidates`` (the last one padded
+    with its last entry): the compiled screen's shape, no program of its own. One check per
+    cell cost ~2 ms of dispatch and a program per claim and shape."""
+    indices = np.asarray(indices, np.int64)
+    k, count = config.candidates, len(indices)
+    take = np.concatenate([indices, np.full(-count % k, indices[-1], np.int64)])
+    spec = sampler_spec(config)
+    mechs, checks = [], []
+    for start in range(0, len(take), k):
+        part = take[start:start + k]
+        mech = mechanism_of(*(np.asarray(getattr(record, name))[part] for name in RECORD_FIELDS),
+                            spec.values, spec.records)
+        checks.append(screen(mech))
+        mechs.append(jax.tree_util.tree_map(np.asarray, mech))
+    mech = jax.tree_util.tree_map(lambda *a: np.concatenate(a)[:count], *mechs)
+    return mech, registry.CheckResult(checks[0].relation, *(
+        np.concatenate(parts)[:count] for parts in zip(*(c[1:] for c in checks))))
