@@ -341,16 +341,41 @@ def test_a_certified_bracket_is_reported_as_one(audited, tmp_path):
                for line in _details(v))
 
 
+def test_jobs_start_longest_first_by_what_an_earlier_audit_took(tmp_path, monkeypatch):
+    """A parallel audit starts the jobs that took longest in an earlier audit at the same
+    budget first (the last to start are short: no worker idles while one finishes a long
+    relation); a relation not recorded counts as the median one; without a record, or from a
+    damaged file, the audit's order. Only runs from scratch are recorded."""
+    from jaxpriv.audit import schedule
+    from jaxpriv.engines import program_cache
+
+    jobs = [["R1"], ["R2"], ["D6.a2.d1e-2", "D6.a4.d1e-2"], ["C6.k10.d1e-6"], ["D1"]]
+    monkeypatch.setenv(program_cache.ENV, "off")
+    assert schedule.longest_first(jobs, "quick") == jobs  # no record kept
+    monkeypatch.setenv(program_cache.ENV, str(tmp_path / "programs"))
+    assert schedule.longest_first(jobs, "quick") == jobs  # none yet
+    schedule.remember_seconds("quick", {"R1": 1.0, "R2": 2.0, "D6.a2.d1e-2": 1.5,
+                                        "C6.k10.d1e-6": 6.0})
+    schedule.remember_seconds("standard", {"R1": 100.0})
+    schedule.remember_seconds("quick", {"D6.a4.d1e-2": 1.4})  # added, the others kept
+    # D6: 1.5 + 1.4; D1 unknown: the median, 1.5; ties keep the audit's order
+    assert schedule.longest_first(jobs, "quick") == [
+        ["C6.k10.d1e-6"], ["D6.a2.d1e-2", "D6.a4.d1e-2"], ["R2"], ["D1"], ["R1"]]
+    assert schedule.longest_first(jobs, "full") == jobs
+    (tmp_path / "programs" / schedule.SECONDS_FILE).write_text("{not json")
+    assert schedule.longest_first(jobs, "quick") == jobs
+
+
 def test_relations_sharing_a_program_go_to_one_worker_in_jobs_of_bounded_size():
     """The audit's jobs: a claim's instances together, relations of different claims whose
     search segments are one program together (D6 and D7; C1, C2, C4 and C7 at k = 10), each
     relation exactly once and in the audit's order; a job of relations that share only a
     segment takes at most JOB_LIMIT of them (one claim's instances are never split)."""
-    from jaxpriv.audit import plans, runner
+    from jaxpriv.audit import plans, schedule
     from jaxpriv.registry import programs
 
     quick = plans.relation_ids(None, plans.budget("quick"))
-    jobs = runner._jobs(list(quick))
+    jobs = schedule.jobs(list(quick))
     assert sorted(rid for job in jobs for rid in job) == sorted(quick)
     where = {rid: i for i, job in enumerate(jobs) for rid in job}
     assert len({where[rid] for rid in quick if rid.startswith(("D6.", "D7."))}) == 1
@@ -360,11 +385,11 @@ def test_relations_sharing_a_program_go_to_one_worker_in_jobs_of_bounded_size():
     position = {rid: i for i, rid in enumerate(quick)}
     assert all(job == sorted(job, key=position.__getitem__) for job in jobs)
     everything = plans.relation_ids("all")
-    jobs = runner._jobs(list(everything))
+    jobs = schedule.jobs(list(everything))
     assert sorted(rid for job in jobs for rid in job) == sorted(everything)
     for job in jobs:
         claims = {programs.program_key(registry.get(rid)) for rid in job}
-        assert len(job) <= runner.JOB_LIMIT or len(claims) == 1, job
+        assert len(job) <= schedule.JOB_LIMIT or len(claims) == 1, job
     for rid in everything:  # a claim's instances in one job
         key = programs.program_key(registry.get(rid))
         if key[0] == "claim":

@@ -20,6 +20,7 @@ from typing import Any, Callable, NamedTuple
 from jaxpriv import registry
 from jaxpriv.audit.plans import (PLAN, PLAN_VERSION, SUMMARY, Budget, Task, checkpoint_file, plan,
                                   run_dir)
+from jaxpriv.audit import schedule
 from jaxpriv.audit.verdict import TIGHT_SLACK, assess, format_number
 from jaxpriv.engines import group, io, runstate
 from jaxpriv.core.errors import InputError
@@ -258,7 +259,8 @@ def _run(spend: Budget, ids: list[str], out: Path, seed: int, progress: bool, me
     _build_native_ahead()
     parallel = workers > 1 and len(ids) > 1
     # the workers start (import JAX, the engines, the plotting library) while the audit plans
-    pool = _Pool.start(_jobs(ids), workers, outputs.ready) if parallel else None
+    pool = _Pool.start(schedule.longest_first(schedule.jobs(ids), spend.name), workers,
+                       outputs.ready) if parallel else None
     try:
         tasks = plan(spend, ids, seed, memory_mb)
     except BaseException:
@@ -268,9 +270,13 @@ def _run(spend: Budget, ids: list[str], out: Path, seed: int, progress: bool, me
     began = time.perf_counter()
     verdicts: dict[str, dict] = _previous_verdicts(out)
 
+    took: dict[str, float] = {}
+
     def finished(rid: str, done: list[tuple[str, str, float]]) -> None:
         if not group.is_writer():
             return
+        if done and all(state == "ran" for _, state, _ in done):
+            took[rid] = sum(seconds for _, _, seconds in done)
         for kind, state, seconds in done:
             log(f"{rid} {kind:<6} {state:<7} {seconds:6.1f} s  -> {out / rid / kind}")
         search = next(t for t in tasks if t.relation == rid and t.kind == "search")
@@ -289,13 +295,14 @@ def _run(spend: Budget, ids: list[str], out: Path, seed: int, progress: bool, me
     summary = _summary(spend, seed, verdicts, time.perf_counter() - began)
     if not group.is_writer():
         return summary
+    schedule.remember_seconds(spend.name, took)
     outputs.report(out, summary)
     io.atomic_write(out / SUMMARY, lambda f: json.dump(summary, f, indent=1))
     return summary
 
 
 class _Pool(NamedTuple):
-    """A parallel audit's worker processes and the jobs they take (:func:`_jobs`)."""
+    """A parallel audit's worker processes and the jobs they take (:func:`jaxpriv.audit.schedule.jobs`)."""
 
     executor: Any
     jobs: list[list[str]]
@@ -357,68 +364,6 @@ def _run_parallel(pool: _Pool, per_relation: dict[str, list[Task]], out: Path, p
     finally:
         bar.close()
     pool.executor.shutdown()
-
-
-def _jobs(ids: list[str]) -> list[list[str]]:
-    """The relations in jobs for the workers: relations that share a compiled program go to
-    one worker, which compiles it once — the instances of a claim
-    (:func:`jaxpriv.registry.programs.program_key`: spread over two workers, D6's eight
-    instances compiled everything twice), and relations of any claim whose search segments are
-    one program (:func:`jaxpriv.registry.programs.objective_key`: D6 and D7, C1, C2, C4 and
-    C7), in jobs of at most :data:`JOB_LIMIT` where they share only the segment (:func:`_split`);
-    every other relation is a job of its own. A job lists its relations in the audit's order;
-    jobs start in the order of their first relation."""
-    from jaxpriv.registry import programs
-
-    job_of: dict[Any, int] = {}  # a shared program's key -> its job
-    jobs: list[list[str]] = []
-    for rid in ids:
-        relation = registry.get(rid)
-        keys = []
-        if getattr(relation, "kind", None) == "mechanism":
-            claim = programs.program_key(relation)
-            keys = [programs.objective_key(relation)] + ([claim] if claim[0] == "claim" else [])
-        found = sorted({job_of[key] for key in keys if key in job_of})
-        if found:  # into the first job sharing a program; any other such job joins it
-            into = found[0]
-            for other in found[1:]:
-                jobs[into] += jobs[other]
-                jobs[other] = []
-                job_of.update({key: into for key, job in job_of.items() if job == other})
-        else:
-            into = len(jobs)
-            jobs.append([])
-        jobs[into].append(rid)
-        job_of.update({key: into for key in keys})
-    order = {rid: i for i, rid in enumerate(ids)}
-    return [part for job in jobs if job
-            for part in _split(sorted(job, key=order.__getitem__), programs.program_key)]
-
-
-JOB_LIMIT = 16
-"""The most relations a job of relations that share only a search segment takes (D6 and D7:
-16); a larger one — with the accountants' extra, 32 relations share the segment of D_α ⇒ ε(δ) —
-is split between claims, so that one worker does not run them all while the others idle."""
-
-
-def _split(job: list[str], program_key) -> list[list[str]]:
-    """``job`` in parts of at most :data:`JOB_LIMIT` relations, a claim's instances never
-    apart (a claim larger than that is a part of its own)."""
-    blocks: list[list[str]] = []
-    for rid in job:  # a claim's instances, or one relation, as blocks
-        key = program_key(registry.get(rid))
-        same = blocks and key[0] == "claim" and program_key(registry.get(blocks[-1][0])) == key
-        if same:
-            blocks[-1].append(rid)
-        else:
-            blocks.append([rid])
-    parts: list[list[str]] = []
-    for block in blocks:
-        if parts and len(parts[-1]) + len(block) <= JOB_LIMIT:
-            parts[-1] += block
-        else:
-            parts.append(list(block))
-    return parts
 
 
 def _previous_verdicts(out: Path) -> dict[str, dict]:
