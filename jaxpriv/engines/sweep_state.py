@@ -39,21 +39,20 @@ class SweepState(NamedTuple):
     nan_count: jax.Array  # () int32: mechanisms with a NaN level or bound (never a winner)
 
 
-def _empty_best(cells: int, n: int, m: int) -> Best:
-    return Best(jnp.full((cells,), -jnp.inf, jnp.float32), jnp.full((cells,), _NO_INDEX, jnp.int32),
-                jnp.zeros((cells, n, m), jnp.float32), jnp.zeros((cells, n), jnp.float32),
-                jnp.zeros((cells, n), jnp.float32), jnp.zeros((cells, m), jnp.float32))
+def _empty_best(cells: int, n: int, m: int, xp=jnp) -> Best:
+    """An empty record of ``cells`` entries (``xp``: ``jax.numpy``, or NumPy on the host)."""
+    return Best(xp.full((cells,), -np.inf, np.float32), xp.full((cells,), _NO_INDEX, np.int32),
+                xp.zeros((cells, n, m), np.float32), xp.zeros((cells, n), np.float32),
+                xp.zeros((cells, n), np.float32), xp.zeros((cells, m), np.float32))
 
 
 def initial_state(config) -> SweepState:
-    """The empty accumulator of a :class:`jaxpriv.engines.sweep.SweepConfig` (one program; op by
-    op, a dozen small ones per new shape)."""
-    def empty():
-        return SweepState(_empty_best(config.cells, config.n, config.m),
-                          _empty_best(1, config.n, config.m),
-                          jnp.zeros((config.cells,), jnp.int32), jnp.zeros((), jnp.int32),
-                          jnp.zeros((), jnp.int32))
-    return jax.jit(empty)()
+    """The empty accumulator of a :class:`jaxpriv.engines.sweep.SweepConfig`, filled on the host
+    and put on the default device: no program (op by op, a dozen small ones per new shape; as
+    one jitted closure, traced, lowered and fetched from the cache again by every sweep)."""
+    return jax.device_put(SweepState(
+        _empty_best(config.cells, config.n, config.m, np), _empty_best(1, config.n, config.m, np),
+        np.zeros((config.cells,), np.int32), np.zeros((), np.int32), np.zeros((), np.int32)))
 
 
 def _merge_best(best: Best, cell, score, index, mech: Mechanism, values) -> Best:

@@ -140,7 +140,7 @@ def violated_in_float64(config, screen, candidates: Candidates,
     k = int(np.argmin(slack64))
     if np.isfinite(slack64[k]) and (lowest is None or slack64[k] < lowest["slack"]):
         lowest = {"slack": float(slack64[k]), "index": int(index[k]), "record": {
-            name: np.asarray(getattr(candidates, name)[k]).tolist()
+            name: np.asarray(getattr(candidates, name))[k].tolist()
             for name in RECORD_FIELDS}}
     return [int(k) for k in np.flatnonzero(picked & violated)], lowest
 
