@@ -341,6 +341,27 @@ def test_a_certified_bracket_is_reported_as_one(audited, tmp_path):
                for line in _details(v))
 
 
+def test_workers_started_before_the_plan_stop_when_planning_fails(tmp_path, monkeypatch):
+    """A parallel audit starts its workers while it plans; if planning fails, they stop with it
+    (none is left running, or writing), and the error is the one line it was."""
+    import multiprocessing
+    import time as clock
+
+    from jaxpriv.audit import runner
+
+    def failing_plan(*args, **kwargs):
+        raise InputError("planning failed here")
+
+    monkeypatch.setattr(runner, "plan", failing_plan)
+    with pytest.raises(InputError, match="planning failed here"):
+        report.run_audit(SMALL, ["R2", "R6"], tmp_path / "out", workers=2, progress=False,
+                         log=lambda _: None)
+    deadline = clock.monotonic() + 20
+    while multiprocessing.active_children() and clock.monotonic() < deadline:
+        clock.sleep(0.1)
+    assert not multiprocessing.active_children()
+
+
 def test_jobs_start_longest_first_by_what_an_earlier_audit_took(tmp_path, monkeypatch):
     """A parallel audit starts the jobs that took longest in an earlier audit at the same
     budget first (the last to start are short: no worker idles while one finishes a long

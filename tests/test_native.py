@@ -28,6 +28,38 @@ def test_the_kernel_builds_wherever_a_compiler_exists():
     assert native.available() or "AVX2" in native.unavailable_reason()
 
 
+def test_a_build_started_ahead_leaves_errors_to_the_first_use(tmp_path, monkeypatch):
+    """builder.build_ahead (an audit's, before it plans) never raises: a -march this CPU cannot
+    run, a name that is no -march, the kernel turned off or a library built already give no
+    thread; the first use of the kernel reports what is wrong, as without it. A build's scratch
+    folder left by an exit mid-build is removed by the next build."""
+    import time as clock
+
+    monkeypatch.setenv("JAXPRIV_CACHE", str(tmp_path))
+    for bad in ("x86-64-v9;rm", "not a march"):
+        monkeypatch.setenv("JAXPRIV_NATIVE_MARCH", bad)
+        assert builder.build_ahead() is None
+    monkeypatch.setattr(builder, "MARCH_NEEDS", {"needs-nothing-here": ("no-such-cpu-flag",)})
+    monkeypatch.setenv("JAXPRIV_NATIVE_MARCH", "needs-nothing-here")
+    if os.uname().machine == "x86_64":
+        assert builder.build_ahead() is None
+    monkeypatch.delenv("JAXPRIV_NATIVE_MARCH")
+    monkeypatch.setenv("JAXPRIV_NATIVE", "off")
+    assert builder.build_ahead() is None
+    monkeypatch.delenv("JAXPRIV_NATIVE")
+    target = builder.library_path(builder.march())
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(b"")  # "built": nothing to do
+    assert builder.build_ahead() is None
+    stale, fresh = target.parent / "tmpstale", target.parent / "tmpfresh"
+    stale.mkdir(), fresh.mkdir()
+    old = clock.time() - builder.SCRATCH_AGE_S - 10
+    os.utime(stale, (old, old))
+    builder._stale_scratch(target.parent)
+    assert not stale.exists() and fresh.exists()
+
+
+
 def batch32(seed, count, n, m, zero_fraction=0.0):
     with jax.enable_x64(True):
         return random_batch(seed, count, n, m, zero_fraction).astype(jnp.float32)

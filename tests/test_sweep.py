@@ -242,6 +242,37 @@ def test_envelope_rows_are_the_float64_levels_of_their_witness_files(tmp_path):
         assert float(row["slack"]) >= 1.0  # R3 holds, and the edge bound is the largest in bin
 
 
+def test_records_checked_in_the_screens_batches_are_the_relations_own_check():
+    """sweep_verify.checked_records (the envelope's cells, the worst point) checks a record's
+    entries with the sweep's compiled float64 screen, in its batches padded with the last
+    entry: per entry the same premise, parameter, conclusion, bound, slack, condition and
+    verdict as Relation.check of that mechanism, for counts that are not a batch's multiple."""
+    from jaxpriv.engines.sweep_verify import (RECORD_FIELDS, checked_records, float64_screen,
+                                              record_mechanism)
+
+    for rid, n, m in (("R5", 3, 3), ("D6.a2.d1e-5", 3, 4)):
+        relation = registry.get(rid)
+        config = sweep.make_config(rid, n, m, 4096, seed=3, chunk=2048)
+        result = sweep.run(config, None, progress=False)
+        env = jax.tree_util.tree_map(np.asarray, result.state.envelope)
+        cells = np.flatnonzero(env.score > -np.inf)
+        assert cells.size > config.candidates and cells.size % config.candidates
+        screen = float64_screen(config, relation, relation.options)
+        for take in (cells, cells[:1], cells[::-3]):
+            mechs, checked = checked_records(config, screen, env, take)
+            assert checked.premise.shape == (len(take),)
+            for i, cell in enumerate(take):
+                own = relation.check(record_mechanism(config, env, int(cell)))
+                np.testing.assert_array_equal(mechs.log_K[i], record_mechanism(
+                    config, env, int(cell)).log_K)
+                for field in ("premise", "parameter", "conclusion", "bound", "slack"):
+                    np.testing.assert_allclose(getattr(checked, field)[i], getattr(own, field),
+                                               rtol=1e-12, err_msg=f"{rid} {field}")
+                assert bool(checked.condition_holds[i]) == bool(own.condition_holds)
+                assert bool(checked.violated[i]) == bool(own.violated)
+        assert set(RECORD_FIELDS) <= set(env._fields)
+
+
 @pytest.mark.parametrize("relation_id, n, m", [("R5", 8, 8), ("R4", 4, 3), ("R6", 3, 2)])
 def test_native_and_xla_screens_give_the_same_sweep(native_built, monkeypatch, relation_id, n,
                                                     m):

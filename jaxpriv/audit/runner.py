@@ -135,7 +135,8 @@ def default_workers() -> int:
 def _build_native_ahead() -> None:
     """On a CPU, the native kernel's build started in the background
     (:func:`jaxpriv.kernels.native.builder.build_ahead`) while the audit plans and starts its
-    workers: with empty caches both workers of a 2-core audit otherwise waited ~8 s for it."""
+    workers: with empty caches the first relations (each worker's, or a serial audit's)
+    otherwise waited ~8 s for it."""
     import jax
 
     from jaxpriv.kernels.native import builder
@@ -262,11 +263,18 @@ def _run(spend: Budget, ids: list[str], out: Path, seed: int, progress: bool, me
     pool = _Pool.start(schedule.longest_first(schedule.jobs(ids), spend.name), workers,
                        outputs.ready) if parallel else None
     try:
-        tasks = plan(spend, ids, seed, memory_mb)
+        return _run_planned(spend, ids, out, seed, progress, memory_mb, pool, log, outputs)
     except BaseException:
         if pool is not None:
-            pool.stop()
+            pool.stop()  # a worker left running would keep writing its directory
         raise
+
+
+def _run_planned(spend: Budget, ids: list[str], out: Path, seed: int, progress: bool,
+                 memory_mb: float, pool: "_Pool | None", log: Callable[[str], None],
+                 outputs: Outputs) -> dict[str, Any]:
+    """:func:`_run` with its workers started (``pool``; ``None``: one relation at a time)."""
+    tasks = plan(spend, ids, seed, memory_mb)
     began = time.perf_counter()
     verdicts: dict[str, dict] = _previous_verdicts(out)
 
@@ -342,8 +350,12 @@ def _run_parallel(pool: _Pool, per_relation: dict[str, list[Task]], out: Path, p
     bar = tqdm(total=len(per_relation), unit="relation", disable=not progress,
                desc=f"auditing ({pool.workers} workers)")
     try:
-        pending = {pool.executor.submit(_relation_worker, [per_relation[rid] for rid in job],
-                                        str(out), outputs): job for job in pool.jobs}
+        try:
+            pending = {pool.executor.submit(_relation_worker, [per_relation[rid] for rid in job],
+                                            str(out), outputs): job for job in pool.jobs}
+        except BrokenProcessPool:  # a worker died as it started (out of memory?)
+            raise InputError("an audit worker died as it started (out of memory, or killed?); "
+                             "run the same audit again") from None
         while pending:
             ready, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in ready:
@@ -358,9 +370,6 @@ def _run_parallel(pool: _Pool, per_relation: dict[str, list[Task]], out: Path, p
                     finished(rid, done)
                     bar.update(1)
                     bar.set_postfix_str(rid)
-    except BaseException:
-        pool.stop()
-        raise
     finally:
         bar.close()
     pool.executor.shutdown()

@@ -1,9 +1,11 @@
 """A sweep's float64 side on the host: a device record as a float64 mechanism
 (:func:`record_mechanism`, :func:`mechanism_of`), the compiled float64 screen of the chunk's
 candidates (:func:`float64_screen`: the notions' levels in a program shared by every relation
-with the same notions, the check's arithmetic in one per claim) and the candidates it finds
-violating (:func:`violated_in_float64`). Only a screen: every hit is verified again from scratch
-(:func:`jaxpriv.engines.runstate.verify_witness`) before it counts.
+with the same notions, the check's arithmetic in one per claim), the candidates it finds
+violating (:func:`violated_in_float64`) and the float64 check of the envelope's cells and the
+worst point (:func:`checked_records`: their reported levels and slacks are the compiled
+check's, the same as :func:`jaxpriv.registry.check` to 1e-12 relative in the tests). A violation
+counts only once verified again from scratch (:func:`jaxpriv.engines.runstate.verify_witness`).
 """
 
 from __future__ import annotations
@@ -52,8 +54,8 @@ def float64_screen(config, relation, options) -> Callable[[Mechanism], registry.
     mechanisms, as a :class:`jaxpriv.registry.CheckResult` of NumPy arrays, compiled ahead of
     the timed loop: the eager float64 check costs ~150 ms per batch at n = m = 8, the compiled
     one ~1 ms. It screens each chunk's candidates (:func:`violated_in_float64`) and checks the
-    envelope's cells and the worst point (:func:`checked_records`). Only a screen:
-    :func:`jaxpriv.engines.runstate.verify_witness` re-checks each hit eagerly before it counts.
+    envelope's cells and the worst point (:func:`checked_records`). A violation it finds counts
+    only once :func:`jaxpriv.engines.runstate.verify_witness` has checked it again eagerly.
 
     Two programs: the notions' float64 levels (:func:`jaxpriv.registry.notion_levels`), which
     never read the bound — one for every relation with the same notions and options
@@ -146,8 +148,8 @@ def violated_in_float64(config, screen, candidates: Candidates,
 
 
 def checked_records(config, screen, record, indices) -> tuple[Mechanism, registry.CheckResult]:
-    """Entries ``indices`` of a device-side record (an envelope's cells, the worst point) as
-    float64 mechanisms on the host (a batch of NumPy arrays) and their float64 check by
+    """Entries ``indices`` of a record of mechanisms (an envelope's cells, the worst point: its
+    arrays, :data:`RECORD_FIELDS`, on the host or a device) as float64 mechanisms on the host (a batch of NumPy arrays) and their float64 check by
     ``screen`` (:func:`float64_screen`), in batches of ``config.candidates`` (the last one padded
     with its last entry): the compiled screen's shape, no program of its own. One check per
     cell cost ~2 ms of dispatch and a program per claim and shape."""

@@ -207,9 +207,15 @@ def _save(fig, path: Path, dpi: int = 130) -> Path:
         # laid out once, at the saved resolution, then fixed: ``savefig`` otherwise lays out a
         # constrained figure twice (its layout draw and its real one), ~10% of a relation's
         # figures; the same pixels
+        import matplotlib
+
         fig.set_dpi(dpi)
         engine.execute(fig)
-        fig.set_layout_engine(None)
+        # no engine at all (``"none"`` keeps a placeholder, and savefig's layout draw with it);
+        # ``None`` reads these two settings, which must not bring one back
+        with matplotlib.rc_context({"figure.autolayout": False,
+                                    "figure.constrained_layout.use": False}):
+            fig.set_layout_engine(None)
     fig.savefig(path, dpi=dpi)
     _pyplot().close(fig)
     return path

@@ -141,6 +141,7 @@ def build(march: str = "native") -> Path:
     with _build_lock(target):
         if target.exists():  # another process built it while this one waited
             return target
+        _stale_scratch(target.parent)
         return _compile(compiler, march, target)
 
 
@@ -151,27 +152,49 @@ def turned_off() -> bool:
 
 def build_ahead() -> threading.Thread | None:
     """Starts :func:`build` for this CPU (:func:`march`) in a background thread, unless the
-    library is built already, the kernel is turned off or there is no compiler; returns the
-    thread, or ``None``.
+    library is built already, the kernel is turned off, :func:`march` cannot serve this CPU or
+    there is no compiler; returns the thread, or ``None``.
 
-    A parallel audit calls it before it plans and starts its workers: the build's ~7 s on two
-    cores then overlap the workers' start instead of holding both of them (one builds, the other
-    waits for :func:`_build_lock`), and a worker that needs the kernel before it is done waits
-    for the same lock. A failure is not reported here: the first use reports it, as without
-    this call (:class:`jaxpriv.kernels.native.NativeKernelWarning`).
+    An audit on a CPU calls it before it plans: with empty caches the build's ~7 s on two cores
+    then overlap planning and the workers' start instead of holding the first relations (one
+    worker builds, the others wait for :func:`_build_lock`); a process that needs the kernel
+    before it is built waits for the same lock. Nothing is reported here: a kernel that cannot
+    be built is reported where it is first used, as without this call
+    (:class:`jaxpriv.kernels.native.NativeKernelWarning`). A build cut short by the process's
+    exit leaves a scratch folder, removed by a later build (:func:`_stale_scratch`).
     """
-    if turned_off() or library_path(march()).exists() or _compiler() is None:
+    try:
+        chosen = march()
+        if turned_off() or library_path(chosen).exists() or _compiler() is None:
+            return None
+    except (OSError, RuntimeError):  # reported where the kernel is first used
         return None
 
     def run() -> None:
         try:
-            build(march())
+            build(chosen)
         except Exception:  # noqa: BLE001 - reported where the kernel is first used
             pass
 
     thread = threading.Thread(target=run, name="jaxpriv-native-build", daemon=True)
     thread.start()
     return thread
+
+
+SCRATCH_AGE_S = 3600
+"""A build's scratch folder older than this is a build's that never finished (its process
+ended, e.g. an audit stopped while :func:`build_ahead` built): removed by the next build."""
+
+
+def _stale_scratch(folder: Path) -> None:
+    """Removes :func:`_compile`'s scratch folders in ``folder`` older than :data:`SCRATCH_AGE_S`."""
+    now = time.time()
+    for entry in folder.glob("tmp*"):
+        try:
+            if entry.is_dir() and now - entry.stat().st_mtime > SCRATCH_AGE_S:
+                shutil.rmtree(entry, ignore_errors=True)
+        except OSError:
+            pass
 
 
 @contextlib.contextmanager
