@@ -362,8 +362,8 @@ struct Search {
   int best = 0;
 };
 
-// The first grid: kGrid orders from u = kLow to where the sup must lie, and its intervals'
-// bounds.
+// The first grid: kGrid orders from u = kLow to where the sup must lie (their bounds:
+// searched_level).
 void grid_points(const Pair& pair, Search& s) {
   // the sup lies in t <= max(2, D_inf/KL) - 1: beyond, D_alpha/alpha <= D_inf/alpha <= KL
   const double kl = pair.kl, d_inf = pair.d_inf;
@@ -383,12 +383,6 @@ void grid_points(const Pair& pair, Search& s) {
     s.points[j].g = gs[j];
     if (s.points[j].g > s.points[s.best].g) s.best = j;
   }
-}
-
-void first_grid(const Pair& pair, Search& s) {
-  grid_points(pair, s);
-  for (int j = 0; j + 1 < s.count; ++j)
-    s.bounds[j] = interval_bound(pair, s.points[j], s.points[j + 1]);
 }
 
 // Above every value the search from the first grid's points can return: KL, the points' values
@@ -472,8 +466,10 @@ struct Scratch {
   std::vector<int> index;          // m: the canonical order
   std::vector<float> forms;        // group x 2m: each pair's canonical logs
   std::vector<uint64_t> hashes;    // group
-  std::vector<int64_t> by_hash, same, open;
+  std::vector<int64_t> by_hash, same, open, slot;
   std::vector<double> ceilings;
+  std::vector<Point> grids;        // kGrid per gridded pair of a group (at slot[i]): its grid
+  std::vector<int> grid_best;      // per gridded pair: its grid's best point
   double* heap_L() { return heap.empty() ? nullptr : heap.data(); }
   double* heap_P() { return heap.empty() ? nullptr : heap.data() + heap.size() / 3; }
   double* heap_LP() { return heap.empty() ? nullptr : heap.data() + 2 * heap.size() / 3; }
@@ -481,11 +477,12 @@ struct Scratch {
 
 using jaxpriv_twins::canonical;
 
-// rho (double precision) and its order for a pair that prepare() left unsettled: the first
-// grid, the branch and bound, Newton's steps.
-double searched_level(const Pair& pair, float* order) {
-  Search s;
-  first_grid(pair, s);
+// rho (double precision) and its order for a pair that prepare() left unsettled, from its
+// first grid's points in `s` (grid_points): the grid's bounds, the branch and bound, Newton's
+// steps.
+double searched_level(const Pair& pair, Search& s, float* order) {
+  for (int j = 0; j + 1 < s.count; ++j)
+    s.bounds[j] = interval_bound(pair, s.points[j], s.points[j + 1]);
   return finish(pair, s, order);
 }
 
@@ -498,7 +495,9 @@ void one_pair(const float* log_P, const float* log_Q, int m, Pair& pair, Scratch
   const Settled how = prepare(sorted_P, sorted_Q, m, pair, scratch.heap_L(), scratch.heap_P(),
                               scratch.heap_LP());
   if (how != Settled::kNo) return write_settled(how, value, order);
-  *value = static_cast<float>(searched_level(pair, order));
+  Search s;
+  grid_points(pair, s);
+  *value = static_cast<float>(searched_level(pair, s, order));
 }
 
 constexpr double kPruneMargin = 1e-6;  // a ceiling below best / (1 + this) is skipped
@@ -559,13 +558,26 @@ void group_of_pairs(const float* log_P, const float* log_Q, int m, int64_t size,
     best = std::max(best, top.g);  // a lower bound of the pair's level (and so of the max)
     const double ceiling = grid_ceiling(pair, s, best);
     ceilings[i] = ceiling >= top.g ? ceiling : kInfinity;
+    // kept for its search below: the grid is the costly part of a pair settled this far
+    if (scratch.grid_best.size() <= static_cast<size_t>(gridded)) {
+      scratch.grids.resize((gridded + 1) * kGrid);
+      scratch.grid_best.resize(gridded + 1);
+    }
+    std::copy(s.points, s.points + kGrid, scratch.grids.begin() + gridded * kGrid);
+    scratch.grid_best[gridded] = s.best;
+    scratch.slot[i] = gridded;
   }
   std::sort(open, open + gridded, by_ceiling);
   for (int64_t k = 0; k < gridded && reaches(ceilings[open[k]], best); ++k) {
     const int64_t i = open[k];
     prepare(form(i), form(i) + m, m, pair, scratch.heap_L(), scratch.heap_P(),
                 scratch.heap_LP());
-    const double level = searched_level(pair, order + i);
+    Search s;
+    const Point* grid = scratch.grids.data() + scratch.slot[i] * kGrid;
+    std::copy(grid, grid + kGrid, s.points);
+    s.count = kGrid;
+    s.best = scratch.grid_best[scratch.slot[i]];
+    const double level = searched_level(pair, s, order + i);
     value[i] = static_cast<float>(level);
     best = std::max(best, level);
   }
@@ -606,6 +618,7 @@ ffi::Error ZcdpOrders(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
   scratch.by_hash.resize(group);
   scratch.same.resize(group);
   scratch.open.resize(group);
+  scratch.slot.resize(group);
   scratch.ceilings.resize(group);
   for (int64_t first = 0; first < count; first += group)
     group_of_pairs(p + first * m, q + first * m, mm, group, pair, scratch, v + first, o + first);
