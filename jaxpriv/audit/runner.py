@@ -310,7 +310,8 @@ def _run_planned(spend: Budget, ids: list[str], out: Path, seed: int, progress: 
 
 
 class _Pool(NamedTuple):
-    """A parallel audit's worker processes and the jobs they take (:func:`jaxpriv.audit.schedule.jobs`)."""
+    """A parallel audit's worker processes and the jobs they take
+    (:func:`jaxpriv.audit.schedule.jobs`)."""
 
     executor: Any
     jobs: list[list[str]]

@@ -23,8 +23,8 @@ from jaxpriv.engines.sweep_state import Best, Candidates
 from jaxpriv.engines.sweep_step import sampler_spec
 from jaxpriv.kernels import fused
 
-__all__ = ["RECORD_FIELDS", "checked_records", "float64_screen", "mechanism_of", "record_mechanism",
-           "violated_in_float64", "warm_float64"]
+__all__ = ["RECORD_FIELDS", "checked_records", "float64_screen", "mechanism_of",
+           "record_mechanism", "violated_in_float64", "warm_float64"]
 
 
 RECORD_FIELDS = ("log_K", "log_prior", "log_belief", "values")
@@ -149,10 +149,11 @@ def violated_in_float64(config, screen, candidates: Candidates,
 
 def checked_records(config, screen, record, indices) -> tuple[Mechanism, registry.CheckResult]:
     """Entries ``indices`` of a record of mechanisms (an envelope's cells, the worst point: its
-    arrays, :data:`RECORD_FIELDS`, on the host or a device) as float64 mechanisms on the host (a batch of NumPy arrays) and their float64 check by
-    ``screen`` (:func:`float64_screen`), in batches of ``config.candidates`` (the last one padded
-    with its last entry): the compiled screen's shape, no program of its own. One check per
-    cell cost ~2 ms of dispatch and a program per claim and shape."""
+    arrays, :data:`RECORD_FIELDS`, on the host or a device) as float64 mechanisms on the host (a
+    batch of NumPy arrays) and their float64 check by ``screen`` (:func:`float64_screen`), in
+    batches of ``config.candidates`` (the last one padded with its last entry): the compiled
+    screen's shape, no program of its own. One check per cell cost ~2 ms of dispatch and a
+    program per claim and shape."""
     indices = np.asarray(indices, np.int64)
     k, count = config.candidates, len(indices)
     take = np.concatenate([indices, np.full(-count % k, indices[-1], np.int64)])

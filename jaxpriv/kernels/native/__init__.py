@@ -482,9 +482,9 @@ def register(library_file: Path, target: str, sampler_target: str | None = None)
 @functools.cache
 def _registered() -> str | None:
     """Builds, loads and registers the kernel once per process; the reason if it cannot."""
-    setting = os.environ.get("JAXPRIV_NATIVE", "1").strip().lower()
     if turned_off():
         return "turned off by JAXPRIV_NATIVE"
+    setting = os.environ.get("JAXPRIV_NATIVE", "1").strip().lower()
     try:
         if register(build(march()), TARGET, SAMPLER_TARGET) < 8 and setting != "force":  # registered, left unused
             return ("this CPU has neither AVX2 nor AVX-512, and with 128-bit vectors the native "

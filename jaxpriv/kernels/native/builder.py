@@ -146,7 +146,8 @@ def build(march: str = "native") -> Path:
 
 
 def turned_off() -> bool:
-    """Whether ``JAXPRIV_NATIVE`` turns the native kernel off (``0``, ``false``, ``no``, ``off``)."""
+    """Whether ``JAXPRIV_NATIVE`` turns the native kernel off (``0``, ``false``, ``no``,
+    ``off``)."""
     return os.environ.get("JAXPRIV_NATIVE", "1").strip().lower() in ("0", "false", "no", "off")
 
 
