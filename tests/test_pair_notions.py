@@ -349,3 +349,43 @@ def test_zcdp_float32_is_not_zero_where_kl_underflows():
     expected = float(reference.zcdp(*reference._m(np.exp([P, Q]))))  # 50-digit mpmath
     assert float(wide) == pytest.approx(expected, rel=1e-9) and 0.19 < expected < 0.191
     assert float(narrow) == pytest.approx(float(wide), rel=1e-4)
+
+
+def test_probit_derivative_is_the_inverse_functions(x64):
+    """``_log_probit_lower`` differentiates as ``Φ⁻¹`` does, ``dz/d(log x) = x/φ(z)``, not
+    through its approximations (ndtri's branches, the tail's fixed-point and Newton steps):
+    against central differences from ``x = 0.4`` down to ``x = e^−740`` (the tail beyond
+    float64's normal range), and 0 at ``x = 0``."""
+    log_x = np.array([np.log(0.4), np.log(1e-3), -30.0, -690.0, -705.0, -740.0])
+    grad = np.asarray(jax.vmap(jax.grad(pair_notions._log_probit_lower))(jnp.asarray(log_x)))
+    h = 1e-6
+    central = (np.asarray(pair_notions._log_probit_lower(jnp.asarray(log_x + h))) -
+               np.asarray(pair_notions._log_probit_lower(jnp.asarray(log_x - h)))) / (2 * h)
+    np.testing.assert_allclose(grad, central, rtol=1e-5)
+    z = norm.ppf(0.4)  # the closed form where scipy has it: x / φ(z)
+    np.testing.assert_allclose(grad[0], 0.4 / norm.pdf(z), rtol=1e-12)
+    assert float(jax.grad(pair_notions._log_probit_lower)(jnp.float64(-np.inf))) == 0.0
+
+
+def test_gdp_gradient_matches_central_differences(x64):
+    """The GDP level's derivative (the probit's analytic one inside a sorted prefix's
+    log-sum-exp) against central differences of the level, on random pairs and a pair whose
+    prefix mass is in the far tail."""
+    rng = np.random.default_rng(7)
+    pairs = [np.log(rng.dirichlet(np.ones(4), size=2)) for _ in range(4)]
+    pairs.append(np.array([[-745.0, -1e-300, -40.0, -3.0], [-2.0, -0.5, -1.5, -30.0]]))
+    for logs in pairs:
+        logs = logs - np.log(np.exp(logs).sum(-1, keepdims=True))
+
+        def mu(v):
+            return pair_notions.gdp_pair(v[0], v[1])
+
+        grad = np.asarray(jax.grad(mu)(jnp.asarray(logs)))
+        h = 1e-6
+        central = np.zeros_like(logs)
+        for index in np.ndindex(logs.shape):
+            step = np.zeros_like(logs)
+            step[index] = h
+            central[index] = (float(mu(jnp.asarray(logs + step))) -
+                              float(mu(jnp.asarray(logs - step)))) / (2 * h)
+        np.testing.assert_allclose(grad, central, rtol=1e-5, atol=1e-8)

@@ -102,6 +102,22 @@ def test_bracketed_root_linear_quadratic_and_kinked():
             assert float(kinked(_root(kinked, -40.0, 0.0, steps))) <= 0
 
 
+def test_bracketed_root_evaluates_the_top_itself_the_same_bit_for_bit():
+    """``h_high=None``: the top's value is the loop's first evaluation (the level's program
+    traced once in :func:`bisect_keep`, not twice) and comes back with the root; the root is
+    the one the given value leads to, bit for bit, for every step budget."""
+    with jax.enable_x64(True):
+        def kinked(u):
+            return jnp.maximum(3.0 * (u + 2.0), jnp.expm1(u + 1.7))
+        for h in (kinked, lambda u: 2.0 * u + 3.0,
+                  lambda u: jnp.where(u >= -1e-3, jnp.inf, 2.0 * u + 1.0)):
+            for steps in (1, 5, 24):
+                low, top = retractions.bracketed_root(h, jnp.float64(-40.0), jnp.float64(0.0),
+                                                      None, steps)
+                assert float(top) == float(h(jnp.float64(0.0)))
+                assert float(low) == _root(h, -40.0, 0.0, steps)
+
+
 def test_bracketed_root_handles_infinite_and_flat_values():
     with jax.enable_x64(True):
         # −∞ (level 0) on a whole region below the root, +∞ above a point: bisection's fallback

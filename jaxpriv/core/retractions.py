@@ -206,8 +206,6 @@ def bisect_keep(level: Callable[[Mechanism], jax.Array], mech: Mechanism, x,
     if steps is None:
         steps = ROOT_STEPS if mech.log_K.dtype == jnp.float64 else ROOT_STEPS_FLOAT32
     target = x * (1.0 - margin)
-    at_zero = level(mech)
-    feasible = at_zero <= x
 
     def g(u):
         return level(mix_constant(mech, u)) - target
@@ -218,10 +216,11 @@ def bisect_keep(level: Callable[[Mechanism], jax.Array], mech: Mechanism, x,
                          -jnp.inf)
 
     def solve(f, u0):
-        # the bracket starts from u0 so that it carries u0's sharding (shard_map: varying);
-        # at u0 = 0 the level is the unmixed one, known
+        # the bracket starts from u0 so that it carries u0's sharding (shard_map: varying); the
+        # unmixed level (at u0 = 0) is the loop's first evaluation, not one of its own: the
+        # level's program once, not twice (a float64 zCDP level compiles ~1 s)
         return bracketed_root(lambda u: log_over_target(f(u) + target), u0 - 40.0, u0,
-                              log_over_target(at_zero) + 0.0 * u0, steps)
+                              None, steps)
 
     def tangent_solve(linear, y):
         slope = linear(jnp.ones_like(y))
@@ -229,7 +228,9 @@ def bisect_keep(level: Callable[[Mechanism], jax.Array], mech: Mechanism, x,
         return jnp.where(slope != 0, y / safe, 0.0)
 
     zero = jnp.zeros_like(mech.log_K[..., 0, 0])  # 0, carrying the mechanism's sharding
-    u = jax.lax.custom_root(g, zero, solve, tangent_solve)
+    u, at_zero = jax.lax.custom_root(g, zero, solve, tangent_solve, has_aux=True)
+    # the unmixed level is at most x: log(level/target) ≤ log(x/target)
+    feasible = at_zero <= jnp.log(x) - jnp.log(target)
     return jnp.where(feasible, zero, u)
 
 
@@ -250,19 +251,26 @@ def bracketed_root(h: Callable[[jax.Array], jax.Array], low, high, h_high, steps
     Args:
       h: a scalar function, non-decreasing, possibly ``±∞``.
       low, high: the bracket (``low < high``).
-      h_high: ``h(high) > 0``.
-      steps: evaluations of ``h``.
+      h_high: ``h(high) > 0``; ``None``: not known, the loop's first evaluation (one more, in
+        the same loop body: ``h``'s program once).
+      steps: evaluations of ``h`` inside the bracket.
       slope: the first secant step's slope guess.
     Returns:
-      ``low`` of the final bracket (``h ≤ 0`` there, or the initial ``low``).
+      ``low`` of the final bracket (``h ≤ 0`` there, or the initial ``low``); with ``h_high``
+      ``None``, ``(low, h(high))`` (where ``h(high) ≤ 0`` the bracket is not one and ``low`` is
+      not a root).
     """
+    given = h_high is not None
+    if not given:
+        h_high = jnp.full_like(high, jnp.nan)  # set by the first evaluation
     neg_inf = jnp.full_like(h_high, -jnp.inf)
     # state: bracket, its ends' values (Illinois-scaled), the last infeasible point before the
-    # current high (for the secant) and which end moved last (+1 high, −1 low, 0 none)
-    state = (low, high, neg_inf, h_high, high, h_high, jnp.zeros_like(h_high))
+    # current high (for the secant), which end moved last (+1 high, −1 low, 0 none) and h(high)
+    state = (low, high, neg_inf, h_high, high, h_high, jnp.zeros_like(h_high), h_high)
 
-    def body(_, state):
-        low, high, h_low, h_high, prev, h_prev, moved = state
+    def body(i, state):
+        first = False if given else i == 0
+        low, high, h_low, h_high, prev, h_prev, moved, top = state
         width = high - low
         both = jnp.isfinite(h_low) & jnp.isfinite(h_high)
         falsi = low + width * (-h_low) / jnp.where(both, h_high - h_low, 1.0)
@@ -276,6 +284,7 @@ def bracketed_root(h: Callable[[jax.Array], jax.Array], low, high, h_high, steps
         point = jnp.where(both, falsi, jnp.where(jnp.isfinite(h_high), secant, middle))
         guard = width / 64.0
         point = jnp.clip(jnp.where(jnp.isnan(point), middle, point), low + guard, high - guard)
+        point = jnp.where(first, high, point)
         value = h(point)
         ok = value <= 0
         # Illinois: the end that stays for the second time in a row has its value halved
@@ -288,6 +297,14 @@ def bracketed_root(h: Callable[[jax.Array], jax.Array], low, high, h_high, steps
         new_prev = jnp.where(ok, prev, high)
         new_h_prev = jnp.where(ok, h_prev, h_high)
         new_moved = jnp.where(ok, -jnp.ones_like(moved), jnp.ones_like(moved))
-        return new_low, new_high, new_h_low, new_h_high, new_prev, new_h_prev, new_moved
+        new = (new_low, new_high, new_h_low, new_h_high, new_prev, new_h_prev, new_moved, top)
+        if given:
+            return new
+        # the first evaluation, at high: only its value is kept
+        start = (low, high, h_low, value, high, value, moved, value)
+        return tuple(jnp.where(first, a, b) for a, b in zip(start, new))
 
-    return jax.lax.fori_loop(0, steps, body, state)[0]
+    if given:
+        return jax.lax.fori_loop(0, steps, body, state)[0]
+    final = jax.lax.fori_loop(0, steps + 1, body, state)
+    return final[0], final[-1]
