@@ -22,7 +22,7 @@ from jaxpriv.engines import program_cache
 from jaxpriv.registry import programs as registry_programs
 
 __all__ = ["LIMIT", "RESULTS_LIMIT", "aot", "cached", "clear", "compiler", "config_key", "kept",
-           "remember", "remembered"]
+           "remember", "remembered", "shared"]
 
 LIMIT = 48
 """Programs kept (the least recently used go first): an audit worker meets each claim's a few
@@ -71,6 +71,18 @@ def cached(name: str, relation, config, build: Callable[[], Any], *extra: Hashab
     while len(_PROGRAMS) > LIMIT:
         _PROGRAMS.popitem(last=False)
     return program
+
+
+def shared(key: Hashable, build: Callable[[], Any]) -> Any:
+    """A program that reads no relation (the sweeps' seed words), kept in this process under
+    ``key`` with the others (:func:`clear` forgets it): built by ``build()`` the first time."""
+    key = ("shared", key)
+    if key not in _PROGRAMS:
+        _PROGRAMS[key] = build()
+        while len(_PROGRAMS) > LIMIT:
+            _PROGRAMS.popitem(last=False)
+    _PROGRAMS.move_to_end(key)
+    return _PROGRAMS[key]
 
 
 def aot(name: str, relation, config, jitted, *args, extra: tuple = (),

@@ -27,6 +27,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxpriv import registry
 from jaxpriv.core.mechanisms import Mechanism
+from jaxpriv.engines import program_cache, programs
 from jaxpriv.engines.sweep_state import (BLOCK_CANDIDATES, Best, Candidates, SweepState,
                                          _best_at, _candidate_slack, _empty_best, _flat,
                                          _keep_better, _lowest, _merge_best, _no_candidates)
@@ -99,14 +100,15 @@ class Step(NamedTuple):
     def compile(self, state: SweepState, chunk_index, compile_program=None) -> Step:
         """Both programs compiled ahead of time for these arguments' shapes and shardings, by
         ``compile_program(name, jitted, *args)`` (default: ``jitted.lower(*args).compile()``;
-        the sweep's keeps them on disk, :func:`jaxpriv.engines.programs.aot`)."""
+        the sweep's keeps them on disk, :func:`jaxpriv.engines.programs.aot`); the seed
+        words' program, which reads no relation, by :func:`_compiled_seeds`."""
         if compile_program is None:
             def compile_program(name, jitted, *args):
                 return jitted.lower(*args).compile()
         if self.seeds is None:
             return self._replace(core=compile_program("sweep step", self.core, state,
                                                       chunk_index, None, self.values))
-        seeds = compile_program("sweep seeds", self.seeds, self.key_data, chunk_index)
+        seeds = _compiled_seeds(self.seeds, self.key_data, chunk_index)
         example = seeds(self.key_data, chunk_index)  # its sharding is what the core is given
         return self._replace(core=compile_program("sweep step", self.core, state, chunk_index,
                                                   example, self.values), seeds=seeds)
@@ -138,9 +140,12 @@ def block_group(config, devices: int) -> int:
 
 
 @functools.cache
+@functools.lru_cache(maxsize=16)
 def _block_seeds(devices: tuple, blocks: int):
     """The jitted ``(key_data, chunk_index) -> NativeSeeds`` of a chunk's ``blocks`` blocks
-    (block ``i``'s key is ``fold_in(key, i)``), whole on every device of ``devices``."""
+    (block ``i``'s key is ``fold_in(key, i)``), whole on every device of ``devices``: one
+    function for every sweep (of any relation) with these, compiled once a process
+    (:func:`_compiled_seeds`)."""
     mesh = Mesh(np.array(devices), ("batch",))
 
     def seeds(key_data, chunk_index):
@@ -150,6 +155,15 @@ def _block_seeds(devices: tuple, blocks: int):
             indices)
     return jax.jit(seeds, out_shardings=NamedSharding(mesh, PartitionSpec()),
                    compiler_options=fused.integer_program_options())
+
+
+def _compiled_seeds(jitted, key_data, chunk_index):
+    """``jitted`` (:func:`_block_seeds`) compiled for these arguments: once a process
+    (:func:`jaxpriv.engines.programs.shared`), and on disk once for every relation
+    (:func:`jaxpriv.engines.program_cache.compile_shared`)."""
+    key = ("sweep seeds", jitted, program_cache.signature((key_data, chunk_index)))
+    return programs.shared(key, lambda: program_cache.compile_shared(
+        "sweep seeds", jitted, key_data, chunk_index))
 
 
 def choose_screen(relation, use_fused: bool | None = None) -> bool:
