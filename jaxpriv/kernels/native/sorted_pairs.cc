@@ -81,12 +81,28 @@ bool sorted_entries(const float* log_P, const float* log_Q, int m, bool q_over_p
 
 float one_pair(const float* log_P, const float* log_Q, int m, double delta, Entry* entries) {
   if (std::isnan(delta)) return std::numeric_limits<float>::quiet_NaN();
-  if (!sorted_entries(log_P, log_Q, m, false, entries))
+  bool tiny = false;
+  if (!sorted_entries(log_P, log_Q, m, false, entries, &tiny))
     return std::numeric_limits<float>::quiet_NaN();
-  // the largest log(A_k - delta) - log B_k (at least 0: eps >= 0); log B_k by a running
-  // log-sum-exp of log Q (B itself underflows below e^-708, and XLA's threads flush subnormals:
-  // B = 0 would read eps = inf for a finite eps of ~736)
+  // the largest log(A_k - delta) - log B_k (at least 0: eps >= 0)
   double A = 0.0, best = 0.0;
+  if (!tiny) {
+    // every Q entry is 0 or at least e^-700: B_k is a sum of normal doubles, never subnormal
+    double B = 0.0;
+    for (int k = 0; k < m; ++k) {
+      A += entries[k].p;
+      B += entries[k].q;
+      if (A > delta) {
+        if (B == 0.0) return std::numeric_limits<float>::infinity();
+        const double candidate = std::log((A - delta) / B);
+        if (candidate > best) best = candidate;
+      }
+    }
+    return static_cast<float>(best);
+  }
+  // an entry below e^-700: log B_k by a running log-sum-exp of log Q (B itself underflows below
+  // e^-708, and XLA's threads flush subnormals: B = 0 would read eps = inf for a finite eps of
+  // ~736): an exp per output (taken by every pair, this path cost D6's sweep a third)
   LogSum B;
   for (int k = 0; k < m; ++k) {
     A += entries[k].p;
