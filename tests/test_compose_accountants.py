@@ -95,6 +95,43 @@ def test_prv_accountant_and_autodp_are_sound_on_randomized_response():
     assert autodp[2].verdict == "sound" and autodp[2].value < 0.5 * 20 * 1.01  # its RDP route
 
 
+def test_prv_accountant_composition_is_unsound_where_its_rdp_sizes_the_domain_too_small():
+    """Finding (prv-accountant 0.2.0): PRVAccountant over PureDPMechanism(1.5), 100 uses,
+    δ = 1e-6, returns (lower, estimate, upper) ≈ (95.99, 96.00, 96.01) where the exact composed ε
+    of binary RR_1.5 — the privacy loss PureDPMechanism's cdf describes, and the worst case of
+    every 1.5-DP mechanism (KOV Thm 3.3) — is 140.82 (the mpmath oracle): ×0.68, UNSOUND.
+    Cause: the accountant sizes its domain by ``PureDPMechanism.rdp``, ``(α−1)ε/α``, below the
+    Rényi divergence of randomized response (this module's other prv finding); with the true
+    divergence in its place the same call brackets the exact value. ``jaxpriv show
+    examples/prv_accountant_pure_dp_composition.json`` re-checks it (exit 1)."""
+    pytest.importorskip("prv_accountant")
+    from prv_accountant import PRVAccountant
+    from prv_accountant.privacy_random_variables import PureDPMechanism
+
+    eps, k, delta = 1.5, 100, 1e-6
+    exact = float(reference.rr_composed_eps(eps, k, delta))
+    assert abs(exact - 140.8177) < 1e-3
+    lower, estimate, upper = library.prv_triple(eps, k, delta)
+    assert upper < 0.7 * exact  # not an upper bound, by far
+    rows = compose.accountant_rows(_rr(eps), k, delta, exact)
+    prv = next(r for r in rows if r.library == "prv_accountant")
+    assert prv.value == upper and prv.verdict == "UNSOUND"
+
+    class TrueRenyi(PureDPMechanism):
+        def rdp(self, alpha):  # D_α of binary RR_ε
+            return math.log((math.sinh(alpha * eps) - math.sinh((alpha - 1) * eps)) /
+                            math.sinh(eps)) / (alpha - 1)
+
+    fixed = PRVAccountant(prvs=[TrueRenyi(eps)], max_self_compositions=[k],
+                          eps_error=library.PRV_EPS_ERROR, delta_error=library.PRV_DELTA_ERROR)
+    low, _, high = fixed.compute_epsilon(delta=delta, num_self_compositions=[k])
+    assert low <= exact <= high
+    witness = json.loads((EXAMPLE.parent / "prv_accountant_pure_dp_composition.json")
+                         .read_text())
+    assert witness["compose"] == {"k": k, "delta": delta}
+    np.testing.assert_allclose(witness["K"], np.asarray(_rr(eps).K), rtol=1e-12)
+
+
 @pytest.mark.parametrize("eps, k", [(0.5, 20), (1.0, 100)])
 def test_opendp_composition_is_sound_basic_for_pure_dp_and_bounded_for_zcdp(eps, k):
     """OpenDP's make_composition of k randomized-response measurements: pure DP composes
