@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
@@ -143,10 +144,26 @@ def test_the_seed_program_is_kept_once_for_every_relation(kept):
         return [f for f in kept.rglob("*.pkl")
                 if b"jit_seeds" in pickle.loads(f.read_bytes())[2][:200_000]]
 
+    # a program JAX compiled earlier in this process is fetched, not compiled, and so never kept
+    # (program_cache._compile_fresh): forget what earlier tests of this worker compiled
+    jax.clear_caches()
     sweep.run(sweep.make_config("R2", 3, 3, 2000, seed=1, chunk=2000), progress=False)
     programs.clear()  # a new process
+    jax.clear_caches()
     sweep.run(sweep.make_config("D3", 4, 4, 2000, seed=1, chunk=2000), progress=False)
     assert len(seed_files()) == 1
+    # another number of blocks a chunk is another program (its output's shape): its own file,
+    # and the sweep that loads it equals one that compiled it
+    config = sweep.make_config("R2", 3, 3, 4000, seed=3, chunk=4000)
+    assert config.chunk // config.block != 2000 // sweep.make_config(
+        "R2", 3, 3, 2000, seed=1, chunk=2000).block
+    programs.clear()
+    jax.clear_caches()
+    compiled = sweep.run(config, progress=False)
+    assert len(seed_files()) == 2
+    programs.clear()
+    loaded = sweep.run(config, progress=False)
+    assert compiled.worst_slack == loaded.worst_slack
 
 
 def test_a_broken_file_is_compiled_again_and_rewritten(kept):

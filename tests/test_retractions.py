@@ -102,20 +102,54 @@ def test_bracketed_root_linear_quadratic_and_kinked():
             assert float(kinked(_root(kinked, -40.0, 0.0, steps))) <= 0
 
 
-def test_bracketed_root_evaluates_the_top_itself_the_same_bit_for_bit():
+def test_bracketed_root_evaluates_the_top_itself():
     """``h_high=None``: the top's value is the loop's first evaluation (the level's program
-    traced once in :func:`bisect_keep`, not twice) and comes back with the root; the root is
-    the one the given value leads to, bit for bit, for every step budget."""
+    traced once in :func:`bisect_keep`, not twice) and its aux comes back with the root; the
+    root is the one the given value leads to, bit for bit, for every step budget."""
     with jax.enable_x64(True):
         def kinked(u):
             return jnp.maximum(3.0 * (u + 2.0), jnp.expm1(u + 1.7))
         for h in (kinked, lambda u: 2.0 * u + 3.0,
                   lambda u: jnp.where(u >= -1e-3, jnp.inf, 2.0 * u + 1.0)):
             for steps in (1, 5, 24):
-                low, top = retractions.bracketed_root(h, jnp.float64(-40.0), jnp.float64(0.0),
-                                                      None, steps)
-                assert float(top) == float(h(jnp.float64(0.0)))
+                low, aux = retractions.bracketed_root(
+                    lambda u: (h(u), 7.0 * h(u)), jnp.float64(-40.0), jnp.float64(0.0), None,
+                    steps)
+                assert float(aux) == 7.0 * float(h(jnp.float64(0.0)))
                 assert float(low) == _root(h, -40.0, 0.0, steps)
+
+
+@pytest.mark.parametrize("key", ["renyi", "gdp", "eps_at_delta"])
+def test_the_unmixed_mechanism_is_kept_exactly_where_its_level_is_at_most_x(key):
+    """``bisect_keep`` returns the identity where ``level(K) ≤ x`` and a retraction to ``≤ x``
+    where the level is one unit in the last place above: the test is on the level itself (a
+    test on its log read a level 1–4 ulps above x as feasible)."""
+    notion = registry.notion(key)
+    params = notion.resolve({})
+
+    def level(candidate):
+        return notion.level(candidate, **params)
+
+    for wide in (True, False):
+        with jax.enable_x64(wide):
+            dtype = jnp.float64 if wide else jnp.float32
+            log_K = _mechanisms(dtype, count=16)
+            log_prior = jnp.full((3,), -np.log(3.0), dtype)
+
+            def keep_and_level(lk, x):
+                mech = Mechanism(lk, log_prior, log_prior, None, None)
+                u = retractions.bisect_keep(level, mech, x)
+                return u, level(retractions.mix_constant(mech, u))
+
+            own = jax.jit(jax.vmap(lambda lk: level(Mechanism(lk, log_prior, log_prior,
+                                                                 None, None))))(log_K)
+            run = jax.jit(jax.vmap(keep_and_level))
+            u_at, _ = run(log_K, own)
+            below = jnp.nextafter(own, jnp.zeros_like(own))
+            u_below, level_below = run(log_K, below)
+            assert np.all(np.asarray(u_at) == 0.0), (key, wide)
+            assert np.all(np.asarray(u_below) < 0.0), (key, wide)
+            assert np.all(np.asarray(level_below) <= np.asarray(below)), (key, wide)
 
 
 def test_bracketed_root_handles_infinite_and_flat_values():

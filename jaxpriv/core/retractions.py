@@ -215,12 +215,15 @@ def bisect_keep(level: Callable[[Mechanism], jax.Array], mech: Mechanism, x,
         return jnp.where(positive, jnp.log(jnp.where(positive, value, 1.0)) - jnp.log(target),
                          -jnp.inf)
 
-    def solve(f, u0):
+    def solve(_, u0):
         # the bracket starts from u0 so that it carries u0's sharding (shard_map: varying); the
         # unmixed level (at u0 = 0) is the loop's first evaluation, not one of its own: the
-        # level's program once, not twice (a float64 zCDP level compiles ~1 s)
-        return bracketed_root(lambda u: log_over_target(f(u) + target), u0 - 40.0, u0,
-                              None, steps)
+        # level's program once, not twice (a float64 zCDP level compiles ~1 s). The level itself
+        # (not g's level − target) is what the loop reads and what comes back for the test below
+        def h(u):
+            value = level(mix_constant(mech, u))
+            return log_over_target(value), value
+        return bracketed_root(h, u0 - 40.0, u0, None, steps)
 
     def tangent_solve(linear, y):
         slope = linear(jnp.ones_like(y))
@@ -229,9 +232,7 @@ def bisect_keep(level: Callable[[Mechanism], jax.Array], mech: Mechanism, x,
 
     zero = jnp.zeros_like(mech.log_K[..., 0, 0])  # 0, carrying the mechanism's sharding
     u, at_zero = jax.lax.custom_root(g, zero, solve, tangent_solve, has_aux=True)
-    # the unmixed level is at most x: log(level/target) ≤ log(x/target)
-    feasible = at_zero <= jnp.log(x) - jnp.log(target)
-    return jnp.where(feasible, zero, u)
+    return jnp.where(at_zero <= x, zero, u)  # feasible unmixed: the identity
 
 
 def bracketed_root(h: Callable[[jax.Array], jax.Array], low, high, h_high, steps: int,
@@ -252,21 +253,24 @@ def bracketed_root(h: Callable[[jax.Array], jax.Array], low, high, h_high, steps
       h: a scalar function, non-decreasing, possibly ``±∞``.
       low, high: the bracket (``low < high``).
       h_high: ``h(high) > 0``; ``None``: not known, the loop's first evaluation (one more, in
-        the same loop body: ``h``'s program once).
+        the same loop body: ``h``'s program once), and ``h`` returns ``(value, aux)``, ``aux``
+        of the value's shape and type.
       steps: evaluations of ``h`` inside the bracket.
       slope: the first secant step's slope guess.
     Returns:
       ``low`` of the final bracket (``h ≤ 0`` there, or the initial ``low``); with ``h_high``
-      ``None``, ``(low, h(high))`` (where ``h(high) ≤ 0`` the bracket is not one and ``low`` is
-      not a root).
+      ``None``, ``(low, aux)``, ``aux`` what ``h`` gave at ``high`` (where ``h(high) ≤ 0`` the
+      bracket is not one and ``low`` is not a root).
     """
     given = h_high is not None
+    h_high_aux = h_high
     if not given:
-        h_high = jnp.full_like(high, jnp.nan)  # set by the first evaluation
+        h_high = h_high_aux = jnp.full_like(high, jnp.nan)  # set by the first evaluation
     neg_inf = jnp.full_like(h_high, -jnp.inf)
     # state: bracket, its ends' values (Illinois-scaled), the last infeasible point before the
-    # current high (for the secant), which end moved last (+1 high, −1 low, 0 none) and h(high)
-    state = (low, high, neg_inf, h_high, high, h_high, jnp.zeros_like(h_high), h_high)
+    # current high (for the secant), which end moved last (+1 high, −1 low, 0 none) and the
+    # aux at high
+    state = (low, high, neg_inf, h_high, high, h_high, jnp.zeros_like(h_high), h_high_aux)
 
     def body(i, state):
         first = False if given else i == 0
@@ -285,7 +289,7 @@ def bracketed_root(h: Callable[[jax.Array], jax.Array], low, high, h_high, steps
         guard = width / 64.0
         point = jnp.clip(jnp.where(jnp.isnan(point), middle, point), low + guard, high - guard)
         point = jnp.where(first, high, point)
-        value = h(point)
+        value, aux = (h(point), None) if given else h(point)
         ok = value <= 0
         # Illinois: the end that stays for the second time in a row has its value halved
         keep_high_again = ok & (moved < 0) & jnp.isfinite(value)
@@ -300,8 +304,8 @@ def bracketed_root(h: Callable[[jax.Array], jax.Array], low, high, h_high, steps
         new = (new_low, new_high, new_h_low, new_h_high, new_prev, new_h_prev, new_moved, top)
         if given:
             return new
-        # the first evaluation, at high: only its value is kept
-        start = (low, high, h_low, value, high, value, moved, value)
+        # the first evaluation, at high: only its value (and aux) is kept
+        start = (low, high, h_low, value, high, value, moved, aux)
         return tuple(jnp.where(first, a, b) for a, b in zip(start, new))
 
     if given:

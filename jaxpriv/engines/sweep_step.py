@@ -140,7 +140,6 @@ def block_group(config, devices: int) -> int:
 
 
 @functools.cache
-@functools.lru_cache(maxsize=16)
 def _block_seeds(devices: tuple, blocks: int):
     """The jitted ``(key_data, chunk_index) -> NativeSeeds`` of a chunk's ``blocks`` blocks
     (block ``i``'s key is ``fold_in(key, i)``), whole on every device of ``devices``: one
@@ -153,17 +152,25 @@ def _block_seeds(devices: tuple, blocks: int):
         indices = chunk_index * blocks + jnp.arange(blocks, dtype=jnp.int32)
         return jax.vmap(lambda i: samplers.draw_all_seeds(jax.random.fold_in(base_key, i)))(
             indices)
-    return jax.jit(seeds, out_shardings=NamedSharding(mesh, PartitionSpec()),
-                   compiler_options=fused.integer_program_options())
+    jitted = jax.jit(seeds, out_shardings=NamedSharding(mesh, PartitionSpec()),
+                     compiler_options=fused.integer_program_options())
+    # what the program is built from beyond its arguments' signature (the blocks set its output)
+    _SEEDS_MADE_OF[jitted] = (blocks, tuple((d.platform, d.id) for d in devices))
+    return jitted
+
+
+_SEEDS_MADE_OF: dict = {}
 
 
 def _compiled_seeds(jitted, key_data, chunk_index):
     """``jitted`` (:func:`_block_seeds`) compiled for these arguments: once a process
     (:func:`jaxpriv.engines.programs.shared`), and on disk once for every relation
-    (:func:`jaxpriv.engines.program_cache.compile_shared`)."""
-    key = ("sweep seeds", jitted, program_cache.signature((key_data, chunk_index)))
+    (:func:`jaxpriv.engines.program_cache.compile_shared`), keyed by its blocks and devices
+    besides its arguments."""
+    made_of = _SEEDS_MADE_OF[jitted]
+    key = ("sweep seeds", made_of, program_cache.signature((key_data, chunk_index)))
     return programs.shared(key, lambda: program_cache.compile_shared(
-        "sweep seeds", jitted, key_data, chunk_index))
+        "sweep seeds", jitted, key_data, chunk_index, extra=made_of))
 
 
 def choose_screen(relation, use_fused: bool | None = None) -> bool:
