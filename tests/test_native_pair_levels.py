@@ -584,3 +584,112 @@ def test_the_kernels_own_expm1_and_log1p_agree_with_the_c_library(tmp_path):
     expm1_worst, log1p_worst = map(float, subprocess.run(
         [str(program)], check=True, capture_output=True, text=True).stdout.split())
     assert expm1_worst < 1e-15 and log1p_worst < 1e-15, (expm1_worst, log1p_worst)
+
+
+@pytest.mark.parametrize("n, m, concentration, delta", [(2, 2, 1.0, 1e-2), (3, 3, 0.05, 1e-5),
+                                                        (4, 4, 1.0, 1e-5), (4, 4, 0.3, 1e-2),
+                                                        (4, 4, 30.0, 1e-6), (6, 8, 0.5, 1e-5)])
+def test_grouped_eps_at_delta_keeps_the_max(n, m, concentration, delta):
+    """``ε(δ)`` with ``group = n²`` (one mechanism's pairs): each group's max is the ungrouped
+    kernel's bit for bit, every pair reads its own value or 0 (skipped: its ``D_∞``, an upper
+    bound of its ε, was below the max), and the kernel skips pairs."""
+    rng = np.random.default_rng(n * 1000 + m * 10 + int(concentration * 10) + 7)
+    log_P, log_Q = _group_mechanisms(rng, 2000, n, m, concentration)
+    d = jnp.full(log_P.shape[:-1], delta, jnp.float32)
+    full = np.asarray(jax.jit(native.eps_at_delta)(log_P, log_Q, d)).reshape(-1, n * n)
+    got = np.asarray(jax.jit(lambda p, q, d: native.eps_at_delta(p, q, d, n * n))(
+        log_P, log_Q, d)).reshape(-1, n * n)
+    np.testing.assert_array_equal(got.max(axis=1), full.max(axis=1))
+    assert np.all((got == full) | (got == 0.0))
+    if n >= 3:
+        assert np.mean((got == 0.0) & (full > 0.0)) > 0.1  # the point: pairs never solved
+
+
+def test_grouped_eps_at_delta_edge_cases_and_mechanism_level():
+    """A group with a pair of Q = 0 < P (ε = ∞) reads ∞, a NaN pair stays NaN, equal rows read
+    0; ``group`` must divide the pairs. The mechanism level (the pairs grouped) equals the max of
+    the ungrouped pair levels, with the same gradient (the reference's), ties included."""
+    ninf, half = -np.inf, np.log(0.5)
+    rows = [[[half, half], [np.log(0.3), np.log(0.7)]],
+            [[0.0, ninf], [half, half]],
+            [[np.nan, 0.0], [half, half]],
+            [[half, half], [half, half]]]
+    log_P, log_Q = pair_notions.split_pairs(_float32(rows))
+    d = jnp.full(log_P.shape[:-1], 1e-3, jnp.float32)
+    got = np.asarray(native.eps_at_delta(log_P, log_Q, d, 4)).reshape(4, 4)
+    full = np.asarray(native.eps_at_delta(log_P, log_Q, d)).reshape(4, 4)
+    assert got[0].max() == full[0].max() > 0
+    assert got[1].max() == np.inf
+    assert np.isnan(got[2]).any()
+    assert got[3].max() == 0.0
+    for bad in (3, 0, 2.0):
+        with pytest.raises(ValueError, match="group"):
+            native.eps_at_delta(log_P, log_Q, d, bad)
+
+    rng = np.random.default_rng(29)
+    logits = jnp.asarray(rng.normal(size=(32, 4, 4)) * np.array([0.1, 1.0, 3.0, 6.0] * 8)[
+        :, None, None], jnp.float32)
+    logits = logits.at[0, 1].set(logits[0, 0]).at[1].set(logits[1, 0])
+
+    def ungrouped(mech):
+        log_P, log_Q = pair_notions.split_pairs(mech.log_K)
+        return pair_notions.max_over_pairs(kernel_levels.eps_at_delta_pair(log_P, log_Q, 1e-5),
+                                           pair_notions.pair_mask(4))
+
+    value, grad = _level_and_grad(lambda m: kernel_levels.eps_at_delta(m, delta=1e-5), logits)
+    want_value, want_grad = _level_and_grad(ungrouped, logits)
+    np.testing.assert_array_equal(np.asarray(value), np.asarray(want_value))
+    np.testing.assert_allclose(np.asarray(grad), np.asarray(want_grad), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("n, m, concentration", [(2, 2, 1.0), (3, 3, 0.05), (4, 4, 1.0),
+                                                 (4, 4, 0.3), (4, 4, 30.0), (6, 8, 0.5)])
+def test_grouped_gdp_keeps_the_max(n, m, concentration):
+    """GDP with ``group = n²``: each group's max is the ungrouped kernel's bit for bit, every
+    pair reads its own value or 0 (skipped: randomized response's μ at its symmetric ``D_∞``, an
+    upper bound of its μ, was below the max), and pairs are skipped."""
+    rng = np.random.default_rng(n * 1000 + m * 10 + int(concentration * 10) + 11)
+    log_P, log_Q = _group_mechanisms(rng, 2000, n, m, concentration)
+    full = np.asarray(jax.jit(native.gdp)(log_P, log_Q)).reshape(-1, n * n)
+    got = np.asarray(jax.jit(lambda p, q: native.gdp(p, q, n * n))(log_P, log_Q)).reshape(
+        -1, n * n)
+    np.testing.assert_array_equal(got.max(axis=1), full.max(axis=1))
+    assert np.all((got == full) | (got == 0.0))
+    if n >= 3:
+        assert np.mean((got == 0.0) & (full > 0.0)) > 0.05
+
+
+def test_grouped_gdp_edge_cases_and_mechanism_level():
+    """GDP grouped: ∞, NaN and equal rows as the ungrouped kernel; ``group`` must divide the
+    pairs; the mechanism level equals the max of the ungrouped pair levels, with the same
+    gradient (the reference's), ties included."""
+    ninf, half = -np.inf, np.log(0.5)
+    rows = [[[half, half], [np.log(0.3), np.log(0.7)]],
+            [[0.0, ninf], [half, half]],
+            [[np.nan, 0.0], [half, half]],
+            [[half, half], [half, half]]]
+    log_P, log_Q = pair_notions.split_pairs(_float32(rows))
+    got = np.asarray(native.gdp(log_P, log_Q, 4)).reshape(4, 4)
+    full = np.asarray(native.gdp(log_P, log_Q)).reshape(4, 4)
+    assert got[0].max() == full[0].max() > 0
+    assert got[1].max() == np.inf == full[1].max()
+    assert np.isnan(got[2]).any()
+    assert got[3].max() == 0.0
+    for bad in (3, 0, 2.0):
+        with pytest.raises(ValueError, match="group"):
+            native.gdp(log_P, log_Q, bad)
+
+    rng = np.random.default_rng(31)
+    logits = jnp.asarray(rng.normal(size=(32, 4, 4)) * np.array([0.1, 1.0, 3.0, 6.0] * 8)[
+        :, None, None], jnp.float32)
+    logits = logits.at[0, 1].set(logits[0, 0]).at[1].set(logits[1, 0])
+
+    def ungrouped(mech):
+        log_P, log_Q = pair_notions.split_pairs(mech.log_K)
+        return pair_notions.max_over_pairs(kernel_levels.gdp_pair(log_P, log_Q),
+                                           pair_notions.pair_mask(4))
+
+    value, grad = _level_and_grad(kernel_levels.gdp, logits)
+    want_value, want_grad = _level_and_grad(ungrouped, logits)
+    np.testing.assert_array_equal(np.asarray(value), np.asarray(want_value))
+    np.testing.assert_allclose(np.asarray(grad), np.asarray(want_grad), rtol=1e-6, atol=1e-7)

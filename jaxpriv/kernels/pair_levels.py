@@ -20,7 +20,11 @@ on a CPU where :func:`jaxpriv.kernels.native.available`:
 * **ε(δ)** and **GDP**: :func:`jaxpriv.kernels.native.eps_at_delta` and
   :func:`jaxpriv.kernels.native.gdp` (the same closed forms, double precision); their
   derivatives are the reference's (:func:`jaxpriv.core.pair_notions.eps_at_delta_pair`,
-  :func:`jaxpriv.core.pair_notions.gdp_pair`, evaluated where a derivative is asked for).
+  :func:`jaxpriv.core.pair_notions.gdp_pair`, evaluated where a derivative is asked for). The
+  level of a mechanism runs them with its pairs as one group, in decreasing order of an upper
+  bound of each pair's level (``D_∞``; for GDP randomized response's μ at the symmetric
+  ``D_∞``): a pair whose bound is below the best level found is not solved, and the max is the
+  same bit for bit.
 
 Everywhere else (float64, other backends, no native kernel) they are the reference.
 
@@ -91,7 +95,19 @@ def eps_at_delta(mech: Mechanism, delta=1e-5, neighbours=None) -> Float[Array, "
     if not uses_native_kernel(mech.log_K):
         return reference.eps_at_delta(mech, delta, neighbours)
     value = _number("eps_at_delta", "delta", delta, lambda v: 0.0 < v < 1.0, "in (0, 1)")
-    return _pair_level(eps_at_delta_pair, mech.log_K, neighbours, delta=value)
+    if neighbours is not None:  # a pair that does not count must not decide one that does
+        return _pair_level(eps_at_delta_pair, mech.log_K, neighbours, delta=value)
+    return _pair_level(_grouped_eps_at_delta_pair, mech.log_K, delta=value)
+
+
+def _grouped_eps_at_delta_pair(log_P: Float[Array, "*b r n m"], log_Q: Float[Array, "*b r n m"],
+                               delta) -> Float[Array, "*b r n"]:
+    """``ε(δ)`` of a mechanism's ``r × n`` ordered pairs (all of them, or a block of rows), only
+    their max exact: the native kernel with the pairs as one group, which skips a pair whose
+    ``D_∞`` is below the best ε found (:func:`jaxpriv.kernels.native.eps_at_delta`)."""
+    log_P, log_Q = jnp.broadcast_arrays(log_P, log_Q)
+    delta = jnp.broadcast_to(jnp.asarray(delta, jnp.float32), log_P.shape[:-1])
+    return _native_eps(log_P, log_Q, delta, log_P.shape[-3] * log_P.shape[-2])
 
 
 def eps_at_delta_pair(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"], delta
@@ -110,7 +126,17 @@ def gdp(mech: Mechanism, neighbours=None) -> Float[Array, "*b"]:
     on a CPU, else :func:`jaxpriv.core.pair_notions.gdp`."""
     if not uses_native_kernel(mech.log_K):
         return pair_notions.gdp(mech, neighbours)
-    return _pair_level(gdp_pair, mech.log_K, neighbours)
+    if neighbours is not None:  # a pair that does not count must not decide one that does
+        return _pair_level(gdp_pair, mech.log_K, neighbours)
+    return _pair_level(_grouped_gdp_pair, mech.log_K)
+
+
+def _grouped_gdp_pair(log_P: Float[Array, "*b r n m"], log_Q: Float[Array, "*b r n m"]
+                      ) -> Float[Array, "*b r n"]:
+    """``μ`` of a mechanism's ``r × n`` ordered pairs, only their max exact: the native kernel
+    with the pairs as one group (:func:`jaxpriv.kernels.native.gdp`)."""
+    log_P, log_Q = jnp.broadcast_arrays(log_P, log_Q)
+    return _native_gdp(log_P, log_Q, log_P.shape[-3] * log_P.shape[-2])
 
 
 def gdp_pair(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"]) -> Float[Array, "*p"]:
@@ -158,26 +184,27 @@ def _native_zcdp_jvp(group, primals, tangents):
     return value, jnp.where(jnp.isfinite(value), tangent, 0.0)
 
 
-@jax.custom_jvp
-def _native_eps(log_P, log_Q, delta):
-    return _varying_like(native.eps_at_delta(log_P, log_Q, delta), log_P, log_Q, delta)
+@functools.partial(jax.custom_jvp, nondiff_argnums=(3,))
+def _native_eps(log_P, log_Q, delta, group=1):
+    return _varying_like(native.eps_at_delta(log_P, log_Q, delta, group), log_P, log_Q, delta)
 
 
 @_native_eps.defjvp
-def _native_eps_jvp(primals, tangents):
+def _native_eps_jvp(group, primals, tangents):
     # where a derivative is asked for (a search's objective), the reference's value and
-    # derivative: its sort is differentiable, and a search evaluates few mechanisms
+    # derivative: its sort is differentiable, and a search evaluates few mechanisms (every
+    # pair's own value, grouped or not: the max over them is the same)
     def per_pair(log_P, log_Q, delta):  # δ shaped like the pairs: against each prefix sum
         return reference_eps(log_P, log_Q, delta[..., None])
 
     return jax.jvp(per_pair, primals, tangents)
 
 
-@jax.custom_jvp
-def _native_gdp(log_P, log_Q):
-    return _varying_like(native.gdp(log_P, log_Q), log_P, log_Q)
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
+def _native_gdp(log_P, log_Q, group=1):
+    return _varying_like(native.gdp(log_P, log_Q, group), log_P, log_Q)
 
 
 @_native_gdp.defjvp
-def _native_gdp_jvp(primals, tangents):
+def _native_gdp_jvp(group, primals, tangents):
     return jax.jvp(pair_notions.gdp_pair, primals, tangents)  # the reference's, as for ε(δ)

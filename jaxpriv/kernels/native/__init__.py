@@ -232,15 +232,12 @@ def zcdp_orders(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"], group:
       ValueError: for a ``group`` that does not divide the pairs.
       RuntimeError: if the kernel is not available (see :func:`unavailable_reason`).
     """
-    count = math.prod(jnp.shape(log_P)[:-1])
-    if not isinstance(group, (int, np.integer)) or group < 1 or count % group:
-        raise ValueError(f"group must be a positive integer dividing the {count} pairs, got "
-                         f"{group!r}")
+    _check_group(log_P, group)
     return tuple(_pair_call("_zcdp", 2, log_P, log_Q, group=np.int64(group)))
 
 
 def eps_at_delta(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"],
-                 delta: Float[Array, "*p"]) -> Float[Array, "*p"]:
+                 delta: Float[Array, "*p"], group: int = 1) -> Float[Array, "*p"]:
     """The least ``ε ≥ 0`` with ``δ(ε) ≤ δ`` of float32 pairs, by ``sorted_pairs.cc``: the
     closed form of :func:`jaxpriv.core.pair_notions.eps_at_delta_pair` (prefix sums over the
     outputs sorted by ``log(P/Q)``), each pair in double precision. Pure; not differentiable
@@ -249,6 +246,10 @@ def eps_at_delta(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"],
     Args:
       log_P, log_Q: float32, the same shape ``(*p, m)`` (``−∞`` for a zero).
       delta: float32, shape ``(*p)`` (each pair's δ).
+      group: pairs per group (static), dividing the number of pairs; > 1: only each group's max
+        is wanted (a mechanism's pairs): the pairs are solved in decreasing order of their
+        ``D_∞`` (an upper bound of their ε), and one whose ``D_∞`` is below the best ε found reads
+        0; the max is the per-pair kernel's bit for bit.
 
     Returns:
       ``ε``, float32 ``(*p)``: ``+∞`` where more than δ of ``P``'s mass is where ``Q`` has none;
@@ -258,10 +259,12 @@ def eps_at_delta(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"],
       TypeError: for input that is not float32 or not of matching shapes.
       RuntimeError: if the kernel is not available (see :func:`unavailable_reason`).
     """
-    return _pair_call("_eps_at_delta", 1, log_P, log_Q, delta)[0]
+    _check_group(log_P, group)
+    return _pair_call("_eps_at_delta", 1, log_P, log_Q, delta, group=np.int64(group))[0]
 
 
-def gdp(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"]) -> Float[Array, "*p"]:
+def gdp(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"], group: int = 1
+        ) -> Float[Array, "*p"]:
     """The GDP level ``μ`` of float32 pairs, by ``sorted_pairs.cc``: the vertex formula of
     :func:`jaxpriv.core.pair_notions.gdp_pair` (prefixes of the outputs sorted by ``log(Q/P)``,
     each probit from the smaller of a prefix sum and its complement's own sum), each pair in
@@ -270,6 +273,9 @@ def gdp(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"]) -> Float[Array
 
     Args:
       log_P, log_Q: float32, the same shape ``(*p, m)`` (``−∞`` for a zero).
+      group: as :func:`eps_at_delta`'s: > 1, only each group's max is wanted; a pair whose
+        randomized-response bound ``2Φ⁻¹(e^D/(1 + e^D))`` at its symmetric ``D_∞`` is below the
+        best μ found reads 0, and the max is the per-pair kernel's.
 
     Returns:
       ``μ``, float32 ``(*p)`` (``+∞`` where a test separates ``P`` from ``Q`` perfectly on a
@@ -279,7 +285,8 @@ def gdp(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"]) -> Float[Array
       TypeError: for input that is not float32 or not of one shape.
       RuntimeError: if the kernel is not available (see :func:`unavailable_reason`).
     """
-    return _pair_call("_gdp", 1, log_P, log_Q)[0]
+    _check_group(log_P, group)
+    return _pair_call("_gdp", 1, log_P, log_Q, group=np.int64(group))[0]
 
 
 def composed_eps(log_K: Float[Array, "*b n m"], delta: Float[Array, "*b"], k: int,
@@ -321,6 +328,14 @@ def composed_eps(log_K: Float[Array, "*b n m"], delta: Float[Array, "*b"], k: in
     return tuple(jax.ffi.ffi_call(f"{TARGET}_composed_eps_{suffix}", (value, which, value, value),
                                   vmap_method="broadcast_all")(
         log_K, delta, k=np.int64(k), pairs=np.asarray(pairs, np.int32).reshape(-1)))
+
+
+def _check_group(log_P, group) -> None:
+    """A pair kernel's ``group``: a positive integer dividing the pairs."""
+    count = math.prod(jnp.shape(log_P)[:-1])
+    if not isinstance(group, (int, np.integer)) or group < 1 or count % group:
+        raise ValueError(f"group must be a positive integer dividing the {count} pairs, got "
+                         f"{group!r}")
 
 
 def _pair_call(suffix: str, results: int, log_P, log_Q, *per_pair, **attributes

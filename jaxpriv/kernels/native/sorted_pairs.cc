@@ -19,6 +19,7 @@
 // Why by hand: XLA:CPU sorts each pair's short axis of outputs with a general sort; here each
 // pair is a scalar loop (an insertion sort of its m keys), ~0.1 us a pair. NaN in, NaN out.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
@@ -267,34 +268,131 @@ ffi::Error pair_shape(const ffi::Buffer<ffi::F32>& log_P, const ffi::Buffer<ffi:
   return ffi::Error::Success();
 }
 
+// D_inf(P || Q) of a pair, in double: above its eps(delta) for every delta (each prefix's
+// (A - delta) / B <= A / B <= max P/Q); +inf where Q = 0 < P somewhere or an input is NaN (such a
+// pair is always solved).
+double max_log_ratio(const float* log_P, const float* log_Q, int m) {
+  double top = 0.0;
+  for (int i = 0; i < m; ++i) {
+    const double lp = log_P[i], lq = log_Q[i];
+    if (std::isnan(lp) || std::isnan(lq)) return kInf;
+    if (lp == -kInf) continue;
+    if (lq == -kInf) return kInf;
+    top = std::max(top, lp - lq);
+  }
+  return top;
+}
+
+// The largest D_inf at which randomized response's GDP level, mu_RR(eps) = 2 Phi^-1(e^eps /
+// (1 + e^eps)), is below mu: log(Phi(mu/2) / Phi(-mu/2)), less a relative 1e-6 to spare (a pair
+// whose D_inf in both directions is below it has a GDP level below mu: its trade-off curve is
+// above eps-DP's, which is above G_mu exactly where mu >= mu_RR(eps), the curves meeting at
+// eps-DP's kink; Dong, Roth, Su 2022, Prop. 2.5 / Cor. 2.13).
+double rr_gdp_threshold(double mu) {
+  if (!(mu > 0.0)) return -kInf;
+  if (mu == kInf) return kInf;
+  const double x = mu / (2.0 * std::sqrt(2.0));
+  const double t = std::log(std::erfc(-x)) - std::log(std::erfc(x));
+  return t - 1e-6 * std::fabs(t);
+}
+
+// The GDP level of every pair; with group > 1, of each group of `group` consecutive pairs (a
+// mechanism's) only the max is wanted: the pairs are solved in decreasing order of their
+// symmetric D_inf, and a pair whose randomized-response bound mu_RR(D_inf) is below the best mu
+// found reads 0 (below the max); the max is the per-pair kernel's.
 ffi::Error Gdp(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
-               ffi::ResultBuffer<ffi::F32> mu) {
+               ffi::ResultBuffer<ffi::F32> mu, int64_t group) {
   int64_t count, m;
   const ffi::Error shape = pair_shape(log_P, log_Q, {mu->element_count()}, &count, &m);
   if (shape.failure()) return shape;
+  if (group < 1 || count % group != 0)
+    return ffi::Error::InvalidArgument("group must be a positive divisor of the pairs");
   std::vector<Entry> entries(m);
   std::vector<double> suffix(2 * m);
   const float* p = log_P.typed_data();
   const float* q = log_Q.typed_data();
   float* out = mu->typed_data();
-  for (int64_t i = 0; i < count; ++i)
-    out[i] = gdp_pair(p + i * m, q + i * m, static_cast<int>(m), entries.data(), suffix.data(),
-                      suffix.data() + m);
+  const int mm = static_cast<int>(m);
+  if (group == 1) {
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = gdp_pair(p + i * m, q + i * m, mm, entries.data(), suffix.data(),
+                        suffix.data() + m);
+    return ffi::Error::Success();
+  }
+  std::vector<double> bound(group);
+  std::vector<int64_t> order(group);
+  for (int64_t start = 0; start < count; start += group) {
+    for (int64_t j = 0; j < group; ++j) {
+      const int64_t i = start + j;
+      bound[j] = std::max(max_log_ratio(p + i * m, q + i * m, mm),
+                          max_log_ratio(q + i * m, p + i * m, mm));
+      order[j] = j;
+    }
+    std::sort(order.begin(), order.end(),
+              [&](int64_t a, int64_t b) { return bound[a] > bound[b]; });
+    float best = -1.0f;  // none solved yet (every mu is >= 0)
+    double threshold = -kInf;
+    for (int64_t j : order) {
+      const int64_t i = start + j;
+      if (bound[j] < threshold) {
+        out[i] = 0.0f;
+        continue;
+      }
+      out[i] = gdp_pair(p + i * m, q + i * m, mm, entries.data(), suffix.data(),
+                        suffix.data() + m);
+      if (out[i] > best) {
+        best = out[i];
+        threshold = rr_gdp_threshold(static_cast<double>(best));
+      }
+    }
+  }
   return ffi::Error::Success();
 }
 
+
+// eps(delta) of every pair; with group > 1, of each group of `group` consecutive pairs (a
+// mechanism's) only the max is wanted: the pairs are solved in decreasing order of D_inf, and a
+// pair whose D_inf is below the best eps found reads 0 (its eps is at most its D_inf, so below
+// the max; the float value too, rounding being monotone). The max is the per-pair kernel's.
 ffi::Error EpsAtDelta(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
-                      ffi::Buffer<ffi::F32> delta, ffi::ResultBuffer<ffi::F32> eps) {
+                      ffi::Buffer<ffi::F32> delta, ffi::ResultBuffer<ffi::F32> eps,
+                      int64_t group) {
   int64_t count, m;
   const ffi::Error shape = pair_shape(log_P, log_Q, {delta.element_count(), eps->element_count()}, &count, &m);
   if (shape.failure()) return shape;
+  if (group < 1 || count % group != 0)
+    return ffi::Error::InvalidArgument("group must be a positive divisor of the pairs");
   std::vector<Entry> entries(m);
   const float* p = log_P.typed_data();
   const float* q = log_Q.typed_data();
   const float* d = delta.typed_data();
   float* out = eps->typed_data();
-  for (int64_t i = 0; i < count; ++i)
-    out[i] = one_pair(p + i * m, q + i * m, static_cast<int>(m), d[i], entries.data());
+  if (group == 1) {
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = one_pair(p + i * m, q + i * m, static_cast<int>(m), d[i], entries.data());
+    return ffi::Error::Success();
+  }
+  std::vector<double> bound(group);
+  std::vector<int64_t> order(group);
+  for (int64_t start = 0; start < count; start += group) {
+    for (int64_t j = 0; j < group; ++j) {
+      const int64_t i = start + j;
+      bound[j] = max_log_ratio(p + i * m, q + i * m, static_cast<int>(m));
+      order[j] = j;
+    }
+    std::sort(order.begin(), order.end(),
+              [&](int64_t a, int64_t b) { return bound[a] > bound[b]; });
+    float best = -1.0f;  // none solved yet (every eps is >= 0)
+    for (int64_t j : order) {
+      const int64_t i = start + j;
+      if (best >= 0.0f && bound[j] < static_cast<double>(best)) {
+        out[i] = 0.0f;
+        continue;
+      }
+      out[i] = one_pair(p + i * m, q + i * m, static_cast<int>(m), d[i], entries.data());
+      if (out[i] > best) best = out[i];
+    }
+  }
   return ffi::Error::Success();
 }
 
@@ -305,10 +403,12 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxprivEpsAtDelta, EpsAtDelta,
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>());
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Attr<int64_t>("group"));
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxprivGdp, Gdp,
                               ffi::Ffi::Bind()
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>());
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Attr<int64_t>("group"));
