@@ -693,3 +693,33 @@ def test_grouped_gdp_edge_cases_and_mechanism_level():
     want_value, want_grad = _level_and_grad(ungrouped, logits)
     np.testing.assert_array_equal(np.asarray(value), np.asarray(want_value))
     np.testing.assert_allclose(np.asarray(grad), np.asarray(want_grad), rtol=1e-6, atol=1e-7)
+
+
+def test_grouped_levels_without_a_derivative_and_by_blocks():
+    """The mechanism levels as a sweep evaluates them (no derivative asked: the grouped kernel
+    itself), against the max of the ungrouped pair kernel, bit for bit: 4×4 mechanisms and
+    64×64 ones whose pairs go in blocks of rows (``_pair_level``); and the ε(δ) kernel with δ
+    varying within a group, NaN and negative δ (solved, never skipped)."""
+    rng = np.random.default_rng(41)
+    for n, count in ((4, 256), (64, 32)):
+        log_K = _float32(np.log(rng.dirichlet(np.full(n, 0.7), size=(count, n))))
+        mechs = Mechanism(log_K, jnp.full((count, n), -np.log(n), jnp.float32),
+                          jnp.full((count, n), -np.log(n), jnp.float32), None, None)
+        log_P, log_Q = pair_notions.split_pairs(log_K)
+        mask = pair_notions.pair_mask(n)
+        d = jnp.full(log_P.shape[:-1], 1e-5, jnp.float32)
+        for grouped, pairs in (
+                (lambda m: kernel_levels.eps_at_delta(m, delta=1e-5),
+                 lambda: native.eps_at_delta(log_P, log_Q, d)),
+                (kernel_levels.gdp, lambda: native.gdp(log_P, log_Q))):
+            got = np.asarray(jax.jit(grouped)(mechs))
+            want = np.asarray(pair_notions.max_over_pairs(pairs(), mask))
+            np.testing.assert_array_equal(got, want)
+    log_P = _float32([[np.log(0.9), np.log(0.1)], [np.log(0.01), np.log(0.99)]])
+    log_Q = _float32([[np.log(0.1), np.log(0.9)], [np.log(0.01), np.log(0.99)]])
+    for deltas in ([1e-3, 0.5], [-0.5, -0.5], [0.2, np.nan], [np.nan, 0.2]):
+        d = _float32(deltas)
+        full = np.asarray(native.eps_at_delta(log_P, log_Q, d))
+        got = np.asarray(native.eps_at_delta(log_P, log_Q, d, 2))
+        np.testing.assert_array_equal(np.nanmax(got), np.nanmax(full))
+        assert np.isnan(got).sum() == np.isnan(full).sum()

@@ -295,7 +295,10 @@ double rr_gdp_threshold(double mu) {
   // beyond, erfc(x) nears double's subnormal range (x ~ 26) and its log loses precision: no
   // pair is skipped (float32 pairs reach mu ~ 40 at most: D_inf <= ~190)
   if (x > 20.0) return -kInf;
-  const double t = std::log(std::erfc(-x)) - std::log(std::erfc(x));
+  // log((1 + erf x) / (1 - erf x)) = 2 atanh(erf x): no cancellation at small mu
+  const double t = x < 1.0 ? 2.0 * std::atanh(std::erf(x))
+                           : std::log(std::erfc(-x)) - std::log(std::erfc(x));
+  if (!std::isfinite(t)) return -kInf;
   return t - 1e-6 * std::fabs(t);
 }
 
@@ -380,7 +383,8 @@ ffi::Error EpsAtDelta(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
   for (int64_t start = 0; start < count; start += group) {
     for (int64_t j = 0; j < group; ++j) {
       const int64_t i = start + j;
-      bound[j] = max_log_ratio(p + i * m, q + i * m, static_cast<int>(m));
+      // the bound holds for delta >= 0 only: any other delta (NaN, negative) is solved
+      bound[j] = d[i] >= 0.0f ? max_log_ratio(p + i * m, q + i * m, static_cast<int>(m)) : kInf;
       order[j] = j;
     }
     std::sort(order.begin(), order.end(),
