@@ -196,18 +196,22 @@ def test_level_keeps_outputs_below_double_precision():
 def test_mechanism_level_and_gradient_are_the_ungrouped_kernels():
     """``kernel_levels.zcdp`` (the pairs grouped per mechanism) against the max of the ungrouped
     kernel's pair levels: equal values and equal gradients, ties included (equal rows)."""
-    rng = np.random.default_rng(17)
-    logits = jnp.asarray(rng.normal(size=(32, 4, 4)) * np.array([0.1, 1.0, 3.0, 6.0] * 8)[:, None,
-                                                                                           None],
-                         jnp.float32)
-    logits = logits.at[0, 1].set(logits[0, 0]).at[1].set(logits[1, 0])  # ties: rows, all rows
+    _level_equals_the_ungrouped_max(kernel_levels.zcdp, kernel_levels.zcdp_pair, 17)
+
+
+def _level_equals_the_ungrouped_max(level, pair_level, seed):
+    """``level`` of 32 random 4×4 mechanisms (ties included: equal rows, all rows equal)
+    against the max of ``pair_level`` over their pairs: equal values and gradients."""
+    rng = np.random.default_rng(seed)
+    logits = jnp.asarray(rng.normal(size=(32, 4, 4)) * np.array([0.1, 1.0, 3.0, 6.0] * 8)[
+        :, None, None], jnp.float32)
+    logits = logits.at[0, 1].set(logits[0, 0]).at[1].set(logits[1, 0])
 
     def ungrouped(mech):
         log_P, log_Q = pair_notions.split_pairs(mech.log_K)
-        return pair_notions.max_over_pairs(kernel_levels.zcdp_pair(log_P, log_Q),
-                                           pair_notions.pair_mask(4))
+        return pair_notions.max_over_pairs(pair_level(log_P, log_Q), pair_notions.pair_mask(4))
 
-    value, grad = _level_and_grad(kernel_levels.zcdp, logits)
+    value, grad = _level_and_grad(level, logits)
     want_value, want_grad = _level_and_grad(ungrouped, logits)
     np.testing.assert_array_equal(np.asarray(value), np.asarray(want_value))
     np.testing.assert_allclose(np.asarray(grad), np.asarray(want_grad), rtol=1e-6, atol=1e-7)
@@ -605,16 +609,22 @@ def test_grouped_eps_at_delta_keeps_the_max(n, m, concentration, delta):
         assert np.mean((got == 0.0) & (full > 0.0)) > 0.1  # the point: pairs never solved
 
 
-def test_grouped_eps_at_delta_edge_cases_and_mechanism_level():
-    """A group with a pair of Q = 0 < P (ε = ∞) reads ∞, a NaN pair stays NaN, equal rows read
-    0; ``group`` must divide the pairs. The mechanism level (the pairs grouped) equals the max of
-    the ungrouped pair levels, with the same gradient (the reference's), ties included."""
+def _edge_groups():
+    """Four 2×2 mechanisms' pairs (groups of 4): finite; Q = 0 < P in one pair (a level of ∞);
+    a NaN entry; equal rows (0)."""
     ninf, half = -np.inf, np.log(0.5)
     rows = [[[half, half], [np.log(0.3), np.log(0.7)]],
             [[0.0, ninf], [half, half]],
             [[np.nan, 0.0], [half, half]],
             [[half, half], [half, half]]]
-    log_P, log_Q = pair_notions.split_pairs(_float32(rows))
+    return pair_notions.split_pairs(_float32(rows))
+
+
+def test_grouped_eps_at_delta_edge_cases_and_mechanism_level():
+    """A group with a pair of Q = 0 < P (ε = ∞) reads ∞, a NaN pair stays NaN, equal rows read
+    0; ``group`` must divide the pairs. The mechanism level (the pairs grouped) equals the max of
+    the ungrouped pair levels, with the same gradient (the reference's), ties included."""
+    log_P, log_Q = _edge_groups()
     d = jnp.full(log_P.shape[:-1], 1e-3, jnp.float32)
     got = np.asarray(native.eps_at_delta(log_P, log_Q, d, 4)).reshape(4, 4)
     full = np.asarray(native.eps_at_delta(log_P, log_Q, d)).reshape(4, 4)
@@ -626,20 +636,8 @@ def test_grouped_eps_at_delta_edge_cases_and_mechanism_level():
         with pytest.raises(ValueError, match="group"):
             native.eps_at_delta(log_P, log_Q, d, bad)
 
-    rng = np.random.default_rng(29)
-    logits = jnp.asarray(rng.normal(size=(32, 4, 4)) * np.array([0.1, 1.0, 3.0, 6.0] * 8)[
-        :, None, None], jnp.float32)
-    logits = logits.at[0, 1].set(logits[0, 0]).at[1].set(logits[1, 0])
-
-    def ungrouped(mech):
-        log_P, log_Q = pair_notions.split_pairs(mech.log_K)
-        return pair_notions.max_over_pairs(kernel_levels.eps_at_delta_pair(log_P, log_Q, 1e-5),
-                                           pair_notions.pair_mask(4))
-
-    value, grad = _level_and_grad(lambda m: kernel_levels.eps_at_delta(m, delta=1e-5), logits)
-    want_value, want_grad = _level_and_grad(ungrouped, logits)
-    np.testing.assert_array_equal(np.asarray(value), np.asarray(want_value))
-    np.testing.assert_allclose(np.asarray(grad), np.asarray(want_grad), rtol=1e-6, atol=1e-7)
+    _level_equals_the_ungrouped_max(lambda m: kernel_levels.eps_at_delta(m, delta=1e-5),
+                                    lambda p, q: kernel_levels.eps_at_delta_pair(p, q, 1e-5), 29)
 
 
 @pytest.mark.parametrize("n, m, concentration", [(2, 2, 1.0), (3, 3, 0.05), (4, 4, 1.0),
@@ -663,12 +661,7 @@ def test_grouped_gdp_edge_cases_and_mechanism_level():
     """GDP grouped: ∞, NaN and equal rows as the ungrouped kernel; ``group`` must divide the
     pairs; the mechanism level equals the max of the ungrouped pair levels, with the same
     gradient (the reference's), ties included."""
-    ninf, half = -np.inf, np.log(0.5)
-    rows = [[[half, half], [np.log(0.3), np.log(0.7)]],
-            [[0.0, ninf], [half, half]],
-            [[np.nan, 0.0], [half, half]],
-            [[half, half], [half, half]]]
-    log_P, log_Q = pair_notions.split_pairs(_float32(rows))
+    log_P, log_Q = _edge_groups()
     got = np.asarray(native.gdp(log_P, log_Q, 4)).reshape(4, 4)
     full = np.asarray(native.gdp(log_P, log_Q)).reshape(4, 4)
     assert got[0].max() == full[0].max() > 0
@@ -679,20 +672,7 @@ def test_grouped_gdp_edge_cases_and_mechanism_level():
         with pytest.raises(ValueError, match="group"):
             native.gdp(log_P, log_Q, bad)
 
-    rng = np.random.default_rng(31)
-    logits = jnp.asarray(rng.normal(size=(32, 4, 4)) * np.array([0.1, 1.0, 3.0, 6.0] * 8)[
-        :, None, None], jnp.float32)
-    logits = logits.at[0, 1].set(logits[0, 0]).at[1].set(logits[1, 0])
-
-    def ungrouped(mech):
-        log_P, log_Q = pair_notions.split_pairs(mech.log_K)
-        return pair_notions.max_over_pairs(kernel_levels.gdp_pair(log_P, log_Q),
-                                           pair_notions.pair_mask(4))
-
-    value, grad = _level_and_grad(kernel_levels.gdp, logits)
-    want_value, want_grad = _level_and_grad(ungrouped, logits)
-    np.testing.assert_array_equal(np.asarray(value), np.asarray(want_value))
-    np.testing.assert_allclose(np.asarray(grad), np.asarray(want_grad), rtol=1e-6, atol=1e-7)
+    _level_equals_the_ungrouped_max(kernel_levels.gdp, kernel_levels.gdp_pair, 31)
 
 
 def test_grouped_levels_without_a_derivative_and_by_blocks():

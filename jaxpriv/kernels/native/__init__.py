@@ -11,15 +11,13 @@ XLA's kernel runs (same values to float32 rounding). The library also holds the 
 (:func:`database_levels`) and the pair levels of :mod:`jaxpriv.kernels.pair_levels`
 (``zcdp_orders.cc``, ``sorted_pairs.cc``: :func:`zcdp_orders`, :func:`eps_at_delta`, :func:`gdp`).
 
-It is used where the CPU has AVX2 or AVX-512 (8 or 16 mechanisms per vector): with 128-bit
-vectors only, the build is correct but no faster than the XLA kernel, and
-:func:`unavailable_reason` says so.
+It is used where the CPU has AVX2 or AVX-512 (8 or 16 mechanisms per vector); with 128-bit
+vectors only it is no faster than XLA's, and :func:`unavailable_reason` says so.
 
 This module loads the library and calls its kernels; :mod:`jaxpriv.kernels.native.builder`
-compiles and caches it (its settings ``JAXPRIV_CACHE``, ``CXX`` and ``JAXPRIV_NATIVE_MARCH`` are
-documented there; :func:`build`, :func:`march`, :func:`library_path` and the rest are
-re-exported here). This module's own setting: ``JAXPRIV_NATIVE=0`` turns the kernel off (no
-build, no warning); ``JAXPRIV_NATIVE=force`` uses it even with 128-bit vectors only.
+compiles and caches it (its settings ``JAXPRIV_CACHE``, ``CXX`` and ``JAXPRIV_NATIVE_MARCH``
+documented there; :func:`build`, :func:`march`, :func:`library_path`... re-exported here).
+``JAXPRIV_NATIVE=0`` turns the kernel off (no build, no warning), ``=force`` uses it anyway.
 
 Examples:
   >>> import jax
@@ -212,20 +210,18 @@ def zcdp_orders(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"], group:
     ``u = log(α − 1)`` (:mod:`jaxpriv.core.zcdp`), then Newton's steps. Pure; not
     differentiable (:func:`jaxpriv.kernels.pair_levels.zcdp_pair` differentiates at the order).
 
-    ``group > 1``: only each group's max is wanted (a mechanism's pairs; ``zcdp_orders.cc`` says
-    how pairs below it are skipped); it and the pairs attaining it are the ungrouped kernel's bit
-    for bit, a skipped pair reads its KL (below the max) and order ``−∞``. Twins (pairs equal up
-    to an output permutation) are solved once (``bench_pair_levels.py``: 2.2× on a sweep's 4×4).
+    Twins (pairs equal up to an output permutation) are solved once.
 
     Args:
       log_P, log_Q: float32, the same shape ``(*p, m)`` (``−∞`` for a zero).
-      group: pairs per group (static), dividing the number of pairs; 1: every pair's level.
+      group: pairs per group (static, dividing the pairs); > 1: only each group's max is wanted
+        (``zcdp_orders.cc`` says how pairs below it are skipped), it and the pairs attaining it
+        the ungrouped kernel's bit for bit.
 
     Returns:
       ``(rho, order)``, float32 ``(*p)``: ``ρ`` (``+∞`` where ``Q = 0 < P`` somewhere, 0 where
-      ``P = Q``, NaN where an input is) and ``u = log(α − 1)`` of the maximizing order (``−∞``
-      where the α → 1 limit, the KL divergence, is the max; 0 where ``ρ`` is ``∞``, 0 or NaN);
-      with ``group > 1``, a skipped pair's KL and ``−∞``.
+      ``P = Q``) and ``u = log(α − 1)`` of the maximizing order (``−∞`` where KL, α → 1, is
+      the max, and for a pair a group skipped: it reads its KL; 0 where ``ρ`` is ∞, 0, NaN).
 
     Raises:
       TypeError: for input that is not float32 or not of one shape.
@@ -246,18 +242,14 @@ def eps_at_delta(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"],
     Args:
       log_P, log_Q: float32, the same shape ``(*p, m)`` (``−∞`` for a zero).
       delta: float32, shape ``(*p)`` (each pair's δ).
-      group: pairs per group (static), dividing the number of pairs; > 1: only each group's max
-        is wanted (a mechanism's pairs): the pairs are solved in decreasing order of their
-        ``D_∞`` (an upper bound of their ε), and one whose ``D_∞`` is below the best ε found reads
-        0; the max is the per-pair kernel's bit for bit.
+      group: pairs per group (static, dividing the pairs); > 1: only each group's max is wanted,
+        a pair whose ``D_∞`` (a bound of its ε) is below the best ε found reads 0.
 
     Returns:
-      ``ε``, float32 ``(*p)``: ``+∞`` where more than δ of ``P``'s mass is where ``Q`` has none;
-      NaN where an input is.
+      ``ε``, float32 ``(*p)``: ``+∞`` where more than δ of ``P``'s mass is where ``Q`` has none.
 
     Raises:
-      TypeError: for input that is not float32 or not of matching shapes.
-      RuntimeError: if the kernel is not available (see :func:`unavailable_reason`).
+      TypeError, ValueError, RuntimeError: as :func:`zcdp_orders`.
     """
     _check_group(log_P, group)
     return _pair_call("_eps_at_delta", 1, log_P, log_Q, delta, group=np.int64(group))[0]
@@ -273,17 +265,13 @@ def gdp(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"], group: int = 1
 
     Args:
       log_P, log_Q: float32, the same shape ``(*p, m)`` (``−∞`` for a zero).
-      group: as :func:`eps_at_delta`'s: > 1, only each group's max is wanted; a pair whose
-        randomized-response bound ``2Φ⁻¹(e^D/(1 + e^D))`` at its symmetric ``D_∞`` is below the
-        best μ found reads 0, and the max is the per-pair kernel's.
+      group: as :func:`eps_at_delta`'s (bound ``2Φ⁻¹(e^D/(1 + e^D))``, D: symmetric ``D_∞``).
 
     Returns:
-      ``μ``, float32 ``(*p)`` (``+∞`` where a test separates ``P`` from ``Q`` perfectly on a
-      set; NaN where an input is).
+      ``μ``, float32 ``(*p)`` (``+∞`` where a test separates ``P`` from ``Q`` on a set).
 
     Raises:
-      TypeError: for input that is not float32 or not of one shape.
-      RuntimeError: if the kernel is not available (see :func:`unavailable_reason`).
+      TypeError, ValueError, RuntimeError: as :func:`zcdp_orders`.
     """
     _check_group(log_P, group)
     return _pair_call("_gdp", 1, log_P, log_Q, group=np.int64(group))[0]

@@ -302,6 +302,43 @@ double rr_gdp_threshold(double mu) {
   return t - 1e-6 * std::fabs(t);
 }
 
+// Every pair's level (`group` 1: solve(i) for each), or with group > 1 each group's max: a
+// group's pairs are solved in decreasing order of `bound(i)` (an upper bound of pair i's level),
+// and a pair whose bound is below `limit(best)`, best the largest level solved so far in its
+// group, reads 0 (below the group's max).
+template <typename Bound, typename Solve, typename Limit>
+void solve_groups(int64_t count, int64_t group, float* out, Bound bound_of, Solve solve,
+                  Limit limit) {
+  if (group == 1) {
+    for (int64_t i = 0; i < count; ++i) out[i] = solve(i);
+    return;
+  }
+  std::vector<double> bound(group);
+  std::vector<int64_t> order(group);
+  for (int64_t start = 0; start < count; start += group) {
+    for (int64_t j = 0; j < group; ++j) {
+      bound[j] = bound_of(start + j);
+      order[j] = j;
+    }
+    std::sort(order.begin(), order.end(),
+              [&](int64_t x, int64_t y) { return bound[x] > bound[y]; });
+    float best = -1.0f;  // none solved yet (every level is >= 0)
+    double below = -kInf;
+    for (int64_t j : order) {
+      const int64_t i = start + j;
+      if (bound[j] < below) {
+        out[i] = 0.0f;
+        continue;
+      }
+      out[i] = solve(i);
+      if (out[i] > best) {
+        best = out[i];
+        below = limit(static_cast<double>(best));
+      }
+    }
+  }
+}
+
 // The GDP level of every pair; with group > 1, of each group of `group` consecutive pairs (a
 // mechanism's) only the max is wanted: the pairs are solved in decreasing order of their
 // symmetric D_inf, and a pair whose randomized-response bound mu_RR(D_inf) is below the best mu
@@ -319,39 +356,17 @@ ffi::Error Gdp(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
   const float* q = log_Q.typed_data();
   float* out = mu->typed_data();
   const int mm = static_cast<int>(m);
-  if (group == 1) {
-    for (int64_t i = 0; i < count; ++i)
-      out[i] = gdp_pair(p + i * m, q + i * m, mm, entries.data(), suffix.data(),
+  solve_groups(
+      count, group, out,
+      [&](int64_t i) {
+        return std::max(max_log_ratio(p + i * m, q + i * m, mm),
+                        max_log_ratio(q + i * m, p + i * m, mm));
+      },
+      [&](int64_t i) {
+        return gdp_pair(p + i * m, q + i * m, mm, entries.data(), suffix.data(),
                         suffix.data() + m);
-    return ffi::Error::Success();
-  }
-  std::vector<double> bound(group);
-  std::vector<int64_t> order(group);
-  for (int64_t start = 0; start < count; start += group) {
-    for (int64_t j = 0; j < group; ++j) {
-      const int64_t i = start + j;
-      bound[j] = std::max(max_log_ratio(p + i * m, q + i * m, mm),
-                          max_log_ratio(q + i * m, p + i * m, mm));
-      order[j] = j;
-    }
-    std::sort(order.begin(), order.end(),
-              [&](int64_t a, int64_t b) { return bound[a] > bound[b]; });
-    float best = -1.0f;  // none solved yet (every mu is >= 0)
-    double threshold = -kInf;
-    for (int64_t j : order) {
-      const int64_t i = start + j;
-      if (bound[j] < threshold) {
-        out[i] = 0.0f;
-        continue;
-      }
-      out[i] = gdp_pair(p + i * m, q + i * m, mm, entries.data(), suffix.data(),
-                        suffix.data() + m);
-      if (out[i] > best) {
-        best = out[i];
-        threshold = rr_gdp_threshold(static_cast<double>(best));
-      }
-    }
-  }
+      },
+      rr_gdp_threshold);
   return ffi::Error::Success();
 }
 
@@ -373,33 +388,15 @@ ffi::Error EpsAtDelta(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
   const float* q = log_Q.typed_data();
   const float* d = delta.typed_data();
   float* out = eps->typed_data();
-  if (group == 1) {
-    for (int64_t i = 0; i < count; ++i)
-      out[i] = one_pair(p + i * m, q + i * m, static_cast<int>(m), d[i], entries.data());
-    return ffi::Error::Success();
-  }
-  std::vector<double> bound(group);
-  std::vector<int64_t> order(group);
-  for (int64_t start = 0; start < count; start += group) {
-    for (int64_t j = 0; j < group; ++j) {
-      const int64_t i = start + j;
-      // the bound holds for delta >= 0 only: any other delta (NaN, negative) is solved
-      bound[j] = d[i] >= 0.0f ? max_log_ratio(p + i * m, q + i * m, static_cast<int>(m)) : kInf;
-      order[j] = j;
-    }
-    std::sort(order.begin(), order.end(),
-              [&](int64_t a, int64_t b) { return bound[a] > bound[b]; });
-    float best = -1.0f;  // none solved yet (every eps is >= 0)
-    for (int64_t j : order) {
-      const int64_t i = start + j;
-      if (best >= 0.0f && bound[j] < static_cast<double>(best)) {
-        out[i] = 0.0f;
-        continue;
-      }
-      out[i] = one_pair(p + i * m, q + i * m, static_cast<int>(m), d[i], entries.data());
-      if (out[i] > best) best = out[i];
-    }
-  }
+  const int mm = static_cast<int>(m);
+  solve_groups(
+      count, group, out,
+      [&](int64_t i) {
+        // the bound holds for delta >= 0 only: any other delta (NaN, negative) is solved
+        return d[i] >= 0.0f ? max_log_ratio(p + i * m, q + i * m, mm) : kInf;
+      },
+      [&](int64_t i) { return one_pair(p + i * m, q + i * m, mm, d[i], entries.data()); },
+      [](double best) { return best; });
   return ffi::Error::Success();
 }
 
