@@ -166,10 +166,14 @@ def _key(name: str, relation, config_key: tuple, args, extra: tuple,
     # dict was changed in place
     traced = registry_programs.traced_values(relation)
     options = sorted((k, repr(v)) for k, v in relation.options.items() if k not in traced)
-    text = repr((name, which, options, config_key, extra, signature(args), _configuration()))
-    if " at 0x" in text:  # an object without a value's repr: not a key
-        return None
-    return hashlib.sha256(text.encode()).hexdigest()
+    return _hashed((name, which, options, config_key, extra, signature(args), _configuration()))
+
+
+def _hashed(parts: tuple) -> str | None:
+    """A file name for a program from what determines it; ``None`` where a part has no
+    value's repr (an object's address is not a key)."""
+    text = repr(parts)
+    return None if " at 0x" in text else hashlib.sha256(text.encode()).hexdigest()
 
 
 def compile(name: str, relation, config_key: tuple, jitted, *args, extra: tuple = (),
@@ -202,10 +206,8 @@ def compile_shared(name: str, jitted, *args, extra: tuple = ()) -> Any:
     relation, it was saved again by each of an audit's 36 sweeps (1.1 MB each, 40 of the quick
     audit's 122 MB of programs) and each warm sweep loaded its own copy."""
     folder = directory()
-    key = None
-    if folder is not None:
-        text = repr((name, "shared", extra, signature(args), _configuration()))
-        key = None if " at 0x" in text else hashlib.sha256(text.encode()).hexdigest()
+    key = None if folder is None else _hashed((name, "shared", extra, signature(args),
+                                               _configuration()))
     return _loaded_or_compiled(folder, key, jitted, args)
 
 

@@ -64,6 +64,12 @@ def cached(name: str, relation, config, build: Callable[[], Any], *extra: Hashab
         hash(key)
     except TypeError:  # an unhashable option (a plugin's): built each time, as before
         return build()
+    return _kept(key, build)
+
+
+def _kept(key: Hashable, build: Callable[[], Any]) -> Any:
+    """``_PROGRAMS[key]``, built by ``build()`` the first time (the least recently used go
+    beyond :data:`LIMIT`)."""
     if key in _PROGRAMS:
         _PROGRAMS.move_to_end(key)
         return _PROGRAMS[key]
@@ -76,13 +82,7 @@ def cached(name: str, relation, config, build: Callable[[], Any], *extra: Hashab
 def shared(key: Hashable, build: Callable[[], Any]) -> Any:
     """A program that reads no relation (the sweeps' seed words), kept in this process under
     ``key`` with the others (:func:`clear` forgets it): built by ``build()`` the first time."""
-    key = ("shared", key)
-    if key not in _PROGRAMS:
-        _PROGRAMS[key] = build()
-        while len(_PROGRAMS) > LIMIT:
-            _PROGRAMS.popitem(last=False)
-    _PROGRAMS.move_to_end(key)
-    return _PROGRAMS[key]
+    return _kept(("shared", key), build)
 
 
 def aot(name: str, relation, config, jitted, *args, extra: tuple = (),
