@@ -176,6 +176,33 @@ def test_grouped_level_edge_cases():
             native.zcdp_orders(log_P, log_Q, bad)
 
 
+def test_grouped_twins_read_alike_and_as_the_ungrouped_kernel():
+    """Pairs equal up to a permutation of their outputs (every pair of a randomized response;
+    rows that permute one another; the grouped kernel finds them by a hash that ignores the
+    order and solves them once) read alike, and the group's max and the pairs attaining it are
+    the ungrouped kernel's bit for bit; so for a near twin that is not one."""
+    rng = np.random.default_rng(23)
+    row = rng.dirichlet(np.ones(5))
+    permuted = np.stack([rng.permutation(row) for _ in range(5)])
+    rr = np.full((4, 4), 0.1) + np.eye(4) * 0.6
+    near = permuted.copy()
+    near[1] = near[0][::-1] * (1 + 1e-6 * np.arange(5))  # a pair close to, but not, a twin
+    near[1] /= near[1].sum()
+    for rows in (permuted, rr, near):
+        log_P, log_Q = pair_notions.split_pairs(_float32(np.log(rows))[None])
+        size = rows.shape[0] ** 2
+        v, o = (np.asarray(a).ravel() for a in native.zcdp_orders(log_P, log_Q, size))
+        full_v, full_o = (np.asarray(a).ravel() for a in native.zcdp_orders(log_P, log_Q))
+        assert v.max() == full_v.max() > 0
+        at_top = full_v == full_v.max()
+        np.testing.assert_array_equal(v == v.max(), at_top)
+        np.testing.assert_array_equal(o[at_top], full_o[at_top])
+    off = ~np.eye(4, dtype=bool).ravel()  # randomized response: its 12 pairs are twins
+    log_P, log_Q = pair_notions.split_pairs(_float32(np.log(rr))[None])
+    v, o = (np.asarray(a).ravel() for a in native.zcdp_orders(log_P, log_Q, 16))
+    assert len(set(v[off].tolist())) == 1 and len(set(o[off].tolist())) == 1
+
+
 def test_level_keeps_outputs_below_double_precision():
     """An output whose P is 0 in double precision (log P = −800) still carries ``D_∞`` = 200 and
     with it every ``D_α`` of large α: the kernel reads it from log P (it read
@@ -542,7 +569,12 @@ int main() {
   std::mt19937_64 rng(7);
   std::uniform_real_distribution<double> wide(-700, 700), unit(-1, 1), decade(-30, 2),
       exponent(-300, 300), small(0, 10);
-  double expm1_worst = 0, log1p_worst = 0;
+  double expm1_worst = 0, log1p_worst = 0, exp_worst = 0;
+  auto exp_at = [&](double x) {
+    const double want = std::exp(x), got = fast_exp(x);
+    const double error = want == 0 ? std::fabs(got) : std::fabs(got - want) / std::fabs(want);
+    exp_worst = std::max(exp_worst, error);
+  };
   auto expm1_at = [&](double x) {
     const double want = std::expm1(x), got = fast_expm1(x);
     const double error = want == 0 ? std::fabs(got) : std::fabs(got - want) / std::fabs(want);
@@ -556,22 +588,27 @@ int main() {
   for (int i = 0; i < 1000000; ++i) {
     const double y = std::pow(10.0, decade(rng));
     expm1_at(wide(rng)), expm1_at(unit(rng)), expm1_at(y), expm1_at(-y);
+    exp_at(wide(rng)), exp_at(unit(rng)), exp_at(y), exp_at(-y);
     log1p_at(std::pow(10.0, exponent(rng))), log1p_at(small(rng)), log1p_at(y);
   }
   for (int k = -2019; k <= 2019; ++k)  // the seams of the reduction, k ln2 / 2, to |x| = 700
-    for (double nudge : {1.0 - 1e-15, 1.0, 1.0 + 1e-15}) expm1_at(k * 0.34657359027997264 * nudge);
+    for (double nudge : {1.0 - 1e-15, 1.0, 1.0 + 1e-15})
+      expm1_at(k * 0.34657359027997264 * nudge), exp_at(k * 0.34657359027997264 * nudge);
+  const double below = fast_exp(-700.5), none = fast_exp(-INFINITY);  // 0 below -700 and at -inf
+  if (below != 0.0 || none != 0.0) exp_worst = 1.0;
   for (double s : {0.0, 5e-324, 1e-310, 0.41421356237309503, 0.41421356237309515, 1.0, 3.0})
     log1p_at(s);
-  std::printf("%.17g %.17g\n", expm1_worst, log1p_worst);
+  std::printf("%.17g %.17g %.17g\n", expm1_worst, log1p_worst, exp_worst);
 }
 """
 
 
-def test_the_kernels_own_expm1_and_log1p_agree_with_the_c_library(tmp_path):
-    """zcdp_orders.cc evaluates the grid's orders with its own branch-free expm1 and log1p (they
-    vectorize; the C library's do not): within 1e-15 relative of the C library's on 7 million
-    points over their ranges (expm1: |x| <= 700, where the kernel clamps), near 0 and at the
-    argument reduction's seams."""
+def test_the_kernels_own_expm1_log1p_and_exp_agree_with_the_c_library(tmp_path):
+    """zcdp_orders.cc evaluates the grid's orders, the Newton steps and a group's first pass
+    with its own branch-free expm1, log1p and exp (they vectorize; the C library's do not):
+    within 1e-15 relative of the C library's on 11 million points over their ranges (|x| <= 700,
+    where the kernel clamps; exp is 0 below −700 and at −∞), near 0 and at the argument
+    reduction's seams."""
     from jaxpriv.kernels.native import builder
 
     compiler = builder._compiler()
@@ -585,9 +622,10 @@ def test_the_kernels_own_expm1_and_log1p_agree_with_the_c_library(tmp_path):
     subprocess.run([compiler, *flags, f"-march={builder.march()}", f"-I{native_dir}",
                     f"-I{jax.ffi.include_dir()}", str(source), "-o", str(program)],
                    check=True, capture_output=True)
-    expm1_worst, log1p_worst = map(float, subprocess.run(
+    expm1_worst, log1p_worst, exp_worst = map(float, subprocess.run(
         [str(program)], check=True, capture_output=True, text=True).stdout.split())
-    assert expm1_worst < 1e-15 and log1p_worst < 1e-15, (expm1_worst, log1p_worst)
+    assert expm1_worst < 1e-15 and log1p_worst < 1e-15 and exp_worst < 1e-15, (
+        expm1_worst, log1p_worst, exp_worst)
 
 
 @pytest.mark.parametrize("n, m, concentration, delta", [(2, 2, 1.0, 1e-2), (3, 3, 0.05, 1e-5),

@@ -111,6 +111,39 @@ inline double fast_expm1(double x) {
   return scale * em1r + (scale - 1.0);
 }
 
+// exp(x) by fast_expm1's reduction, 2^k (1 + expm1(r)), branch-free (a loop of it vectorizes):
+// 0 for x < -700 (and -inf), x clamped to at most 700. Within a few units in the last place.
+inline double fast_exp(double x) {
+  constexpr double kLog2e = 1.4426950408889634;
+  constexpr double kLn2Hi = 6.93147180369123816490e-01;
+  constexpr double kLn2Lo = 1.90821492927058770002e-10;
+  constexpr double kShift = 6755399441055744.0;
+  const double c = x < -700.0 ? -700.0 : (x > 700.0 ? 700.0 : x);
+  const double shifted = c * kLog2e + kShift;
+  const double k = shifted - kShift;
+  const double r = (c - k * kLn2Hi) - k * kLn2Lo;
+  double p = 1.0 / 6227020800.0;
+  p = p * r + 1.0 / 479001600.0;
+  p = p * r + 1.0 / 39916800.0;
+  p = p * r + 1.0 / 3628800.0;
+  p = p * r + 1.0 / 362880.0;
+  p = p * r + 1.0 / 40320.0;
+  p = p * r + 1.0 / 5040.0;
+  p = p * r + 1.0 / 720.0;
+  p = p * r + 1.0 / 120.0;
+  p = p * r + 1.0 / 24.0;
+  p = p * r + 1.0 / 6.0;
+  p = p * r + 0.5;
+  const double em1r = r + r * r * p;
+  int64_t bits;
+  std::memcpy(&bits, &shifted, sizeof bits);
+  const int64_t k_int = static_cast<int64_t>(static_cast<uint64_t>(bits) << 13) >> 13;
+  const int64_t scale_bits = static_cast<int64_t>(static_cast<uint64_t>(k_int + 1023) << 52);
+  double scale;
+  std::memcpy(&scale, &scale_bits, sizeof scale);
+  return x < -700.0 ? 0.0 : scale + scale * em1r;
+}
+
 // log1p(s) for finite s >= 0: y = 1 + s = 2^k m, m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(f)
 // with f = (m - 1)/(m + 1), |f| <= 0.1716, by its series to f^21 (remainder below 3e-17 of it),
 // plus (s - (y - 1))/y for the rounding of 1 + s (as musl's log1p).
@@ -158,10 +191,6 @@ struct Pair {
   const double* lp = LP;
   double kl = 0.0;
   double d_inf = 0.0;
-  double l_min = 0.0;      // the least L
-  double sum_p = 0.0;      // sum of P, sum of Q, sum of P L (the rows are float32: their sums
-  double sum_q = 0.0;      // are 1 only to ~1e-7)
-  double sum_pl = 0.0;
 };
 
 // g = D_alpha/alpha = K(t)/(t(t + 1)) at t = alpha - 1 > 0 and, if `slopes`, the numerator of
@@ -194,10 +223,12 @@ inline void with_slope(const Pair& pair, double t, bool slopes, double* g, doubl
     }
   } else {
     double S = t * pair.kl, dS = pair.kl, ddS = 0.0;
-    for (int i = 0; i < pair.size; ++i) {
+    for (int i = 0; i < pair.size; ++i) {  // expm1_phi's values, branch-free (it vectorizes)
       const double x = t * pair.l[i];
-      double em1, f;
-      expm1_phi(x, &em1, &f);
+      const double direct = fast_expm1(x), series = phi_series(x);
+      const bool small = std::fabs(x) < 0.01;
+      const double f = small ? series : direct - x;
+      const double em1 = small ? series + x : direct;
       const double p = pair.p[i], l = pair.l[i];
       S += p * f;
       if (slopes) {
@@ -205,7 +236,7 @@ inline void with_slope(const Pair& pair, double t, bool slopes, double* g, doubl
         ddS += p * l * l * (1.0 + em1);
       }
     }
-    K = std::log1p(S);
+    K = fast_log1p(S);
     if (slopes) {
       dK = dS / (1.0 + S);
       ddK = std::max(ddS / (1.0 + S) - dK * dK, 0.0);
@@ -282,7 +313,7 @@ Settled prepare(const float* log_P, const float* log_Q, int m, Pair& pair, doubl
   double* L = const_cast<double*>(pair.l);
   double* P = const_cast<double*>(pair.p);
   double* LP = const_cast<double*>(pair.lp);
-  double kl = 0.0, d_inf = 0.0, l_min = kInfinity, sum_p = 0.0, sum_q = 0.0, sum_pl = 0.0;
+  double kl = 0.0, d_inf = 0.0;
   bool infinite = false, nan = false;
   for (int i = 0; i < m; ++i) {
     const double lp = log_P[i], lq = log_Q[i];
@@ -291,7 +322,6 @@ Settled prepare(const float* log_P, const float* log_Q, int m, Pair& pair, doubl
       if (lq > -kInfinity) {
         const double q = std::exp(lq);
         kl += q;  // Q/alpha per output where P = 0: in t KL
-        sum_q += q;
       }
       continue;
     }
@@ -310,40 +340,125 @@ Settled prepare(const float* log_P, const float* log_Q, int m, Pair& pair, doubl
       // XLA's threads: 0 * inf was a NaN level where an entry sat below e^-708)
       const double q = std::exp(lq);
       kl += q - p + p * l;
-      sum_q += q;
     } else {
       double em1, f;
       expm1_phi(-l, &em1, &f);
       kl += p * f;
-      sum_q += p + p * em1;  // Q = P e^{-L}
     }
     d_inf = std::max(d_inf, l);
-    l_min = std::min(l_min, l);
-    sum_p += p;
-    sum_pl += p * l;
   }
   if (nan) return Settled::kNaN;
   if (infinite) return Settled::kInfinite;
   if (!(d_inf > 0.0)) return Settled::kZero;  // P = Q on the support (no mass of P elsewhere)
   pair.kl = kl;
   pair.d_inf = d_inf;
-  pair.l_min = l_min;
-  pair.sum_p = sum_p;
-  pair.sum_q = sum_q;
-  pair.sum_pl = sum_pl;
   return Settled::kNo;
 }
 
-// Above the level without a search (Hoeffding's lemma): L lies in [l_min, D_inf] under P, so
-// sum P e^{tL} <= (sum P) e^{t mu + t^2 c}, mu = sum P L / sum P, c = (D_inf - l_min)^2 / 8, and
-// g(t) = K(t)/(t(t + 1)) <= max(1, sum P) max(mu, c, 0) + (sum Q - sum P)^+ + |sum P - 1| (the
-// last two terms: the rows' float32 normalization, as K is computed from them); and KL.
-double hoeffding_ceiling(const Pair& pair) {
-  const double mu = pair.sum_pl / pair.sum_p;
-  const double spread = pair.d_inf - pair.l_min;
+// What a group's first pass keeps of a pair, from its outputs in the order given (not the
+// canonical order: these sums only bound the level, they are not its value): KL, D_inf, the
+// least L, sum P, sum P L, and a hash of the multiset of its (log P, log Q) bits (twins have the
+// same one).
+struct Summary {
+  double kl = 0.0, d_inf = 0.0, l_min = 0.0, sum_p = 0.0, sum_pl = 0.0;
+  uint64_t hash = 0;
+};
+
+inline uint64_t mix64(uint64_t x) {  // splitmix64's finalizer
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Per output of a group's pairs (flat, in the order given): the terms of prepare()'s sums,
+// branch-free, so that the loop over a whole group's outputs vectorizes (prepare's scalar exp
+// and expm1 calls for every pair of a group were a third of the kernel's time).
+struct Terms {
+  std::vector<double> kl, l, p;  // P phi(-L) (Q where P = 0); L (0 where P or Q is 0); P (0 so)
+  std::vector<uint64_t> hash;    // a mix of the output's (log P, log Q) bits
+  std::vector<int64_t> flags;    // 1: NaN, 2: Q = 0 < P, 4: P, Q > 0
+  void resize(size_t n) { kl.resize(n), l.resize(n), p.resize(n), hash.resize(n), flags.resize(n); }
+};
+
+void output_terms(const float* log_P, const float* log_Q, int64_t count, Terms& out) {
+  double* kl_term = out.kl.data();
+  double* l_out = out.l.data();
+  double* p_out = out.p.data();
+  uint64_t* hash = out.hash.data();
+  int64_t* flags = out.flags.data();
+  for (int64_t e = 0; e < count; ++e) {
+    uint32_t bits_p, bits_q;
+    std::memcpy(&bits_p, log_P + e, sizeof bits_p);
+    std::memcpy(&bits_q, log_Q + e, sizeof bits_q);
+    hash[e] = mix64((static_cast<uint64_t>(bits_p) << 32) | bits_q);
+  }
+  for (int64_t e = 0; e < count; ++e) {
+    const double lp = log_P[e], lq = log_Q[e];
+    const bool nan = (lp != lp) | (lq != lq);
+    const bool p_zero = lp == -kInfinity, q_zero = lq == -kInfinity;
+    const bool valid = !p_zero & !q_zero & !nan;
+    const double p = fast_exp(lp), q = fast_exp(lq);  // 0 at -inf
+    const double l = valid ? lp - lq : 0.0;
+    // P phi(-L), as prepare: Q - P + P L where phi(-L) would overflow
+    const double phi = std::fabs(l) < 0.01 ? phi_series(-l) : fast_expm1(-l) + l;
+    const double term = -l > kLargeExponent ? q - p + p * l : p * phi;
+    kl_term[e] = valid ? term : (p_zero & !nan ? q : 0.0);
+    l_out[e] = l;
+    p_out[e] = valid ? p : 0.0;
+    flags[e] = (nan ? 1 : 0) | (!p_zero & q_zero & !nan ? 2 : 0) | (valid ? 4 : 0);
+  }
+}
+
+// One pair's summary from its m outputs' terms (at `at`): prepare()'s settlement and sums, the
+// hash of its outputs summed, so that their order does not matter.
+Settled summarize(const Terms& terms, int64_t at, int m, Summary& out) {
+  double kl = 0.0, d_inf = 0.0, l_min = kInfinity, sum_p = 0.0, sum_pl = 0.0;
+  uint64_t hash = 0;
+  int flags = 0;
+  for (int64_t e = at; e < at + m; ++e) {
+    const double l = terms.l[e], p = terms.p[e];
+    hash += terms.hash[e];
+    flags |= terms.flags[e];
+    kl += terms.kl[e];
+    d_inf = std::max(d_inf, l);
+    l_min = std::min(l_min, terms.flags[e] & 4 ? l : kInfinity);
+    sum_p += p;
+    sum_pl += p * l;
+  }
+  out.hash = hash;
+  if (flags & 1) return Settled::kNaN;
+  if (flags & 2) return Settled::kInfinite;
+  if (!(d_inf > 0.0)) return Settled::kZero;
+  out.kl = kl;
+  out.d_inf = d_inf;
+  out.l_min = l_min;
+  out.sum_p = sum_p;
+  out.sum_pl = sum_pl;
+  return Settled::kNo;
+}
+
+// Above the level without a search. With A = max(1, sum P), d = KL - sum P L (the rows' float32
+// normalization: 0 for exact rows) and mu = sum P L / sum P, the kernel's
+// 1 + S(t) = sum P e^{tL} + 1 - sum P + t d, and under the weights P / sum P, L lies in
+// [l_min, D_inf], so sum P e^{tL} <= (sum P) e^y with y = min(t mu+ + t^2 c, t D_inf) >= 0,
+// c = (D_inf - l_min)^2 / 8 (Hoeffding's lemma); then (Bernoulli's inequality where sum P > 1)
+// K(t) <= A y + t d+ and g(t) = K/(t(t + 1)) <= (A min(mu+ + t c, D_inf) + d+)/(t + 1). That is
+// monotone on either side of t* = (D_inf - mu+)/c, so its sup is at t -> 0 or at t*. Plus
+// |sum P - 1| (margin), and at least KL. (Before: max(mu, c), ~2.4 times as many pairs gridded.)
+double ceiling_of(const Summary& s) {
+  const double a = std::max(1.0, s.sum_p);
+  const double mu = std::max(s.sum_pl / s.sum_p, 0.0);
+  const double drift = std::max(s.kl - s.sum_pl, 0.0);
+  const double spread = s.d_inf - s.l_min;
   const double c = spread * spread / 8.0;
-  const double drift = std::max(pair.sum_q - pair.sum_p, 0.0) + std::fabs(pair.sum_p - 1.0);
-  return std::max(pair.kl, std::max(1.0, pair.sum_p) * std::max({mu, c, 0.0}) + drift);
+  double top = a * std::min(mu, s.d_inf) + drift;
+  if (c > 0.0 && s.d_inf > mu) {
+    const double t_star = (s.d_inf - mu) / c;
+    top = std::max(top, (a * s.d_inf + drift) / (t_star + 1.0));
+  }
+  return std::max(s.kl, top + std::fabs(s.sum_p - 1.0));
 }
 
 // The value and order of a settled pair.
@@ -371,11 +486,12 @@ void grid_points(const Pair& pair, Search& s) {
   log_top = std::clamp(log_top, std::log(2.0), kCap);
   const double high = log_top + std::log1p(-std::exp(-log_top));
   double ts[kGrid], gs[kGrid];
+  double us[kGrid];
   for (int j = 0; j < kGrid; ++j) {
-    const double u = kLow + (high - kLow) * j / (kGrid - 1);
-    ts[j] = std::exp(u);
-    s.points[j] = {u, ts[j], 0.0};
+    us[j] = kLow + (high - kLow) * j / (kGrid - 1);
+    ts[j] = fast_exp(us[j]);
   }
+  for (int j = 0; j < kGrid; ++j) s.points[j] = {us[j], ts[j], 0.0};
   over_orders(pair, ts, kGrid, gs);
   s.count = kGrid;
   s.best = 0;
@@ -423,7 +539,7 @@ double finish(const Pair& pair, Search& s, float* order) {
     double ts[kSplit], gs[kSplit];
     for (int k = 1; k <= kSplit; ++k) {
       const double u = a.u + (b.u - a.u) * k / (kSplit + 1);
-      ts[k - 1] = std::exp(u);
+      ts[k - 1] = fast_exp(u);
       points[widest + k] = {u, ts[k - 1], 0.0};
     }
     over_orders(pair, ts, kSplit, gs);
@@ -462,14 +578,16 @@ double finish(const Pair& pair, Search& s, float* order) {
 // and a group's per-pair arrays.
 struct Scratch {
   std::vector<double> heap;        // 3m doubles where m > 64: Pair's L, P and log P
-  std::vector<float> sorted;       // 2m floats: one pair's canonical log P, log Q
+  std::vector<float> sorted;       // 4m floats: two pairs' canonical log P, log Q
   std::vector<int> index;          // m: the canonical order
-  std::vector<float> forms;        // group x 2m: each pair's canonical logs
+  std::vector<float> forms;        // group x 2m: each gridded pair's canonical logs
   std::vector<uint64_t> hashes;    // group
   std::vector<int64_t> by_hash, same, open, slot;
+  std::vector<int64_t> table;      // the twins' hash table
   std::vector<double> ceilings;
   std::vector<Point> grids;        // kGrid per gridded pair of a group (at slot[i]): its grid
   std::vector<int> grid_best;      // per gridded pair: its grid's best point
+  Terms terms;                     // group x m: the outputs' terms (output_terms)
   double* heap_L() { return heap.empty() ? nullptr : heap.data(); }
   double* heap_P() { return heap.empty() ? nullptr : heap.data() + heap.size() / 3; }
   double* heap_LP() { return heap.empty() ? nullptr : heap.data() + 2 * heap.size() / 3; }
@@ -502,16 +620,19 @@ void one_pair(const float* log_P, const float* log_Q, int m, Pair& pair, Scratch
 
 constexpr double kPruneMargin = 1e-6;  // a ceiling below best / (1 + this) is skipped
 constexpr double kLeastPruned = 1e-30;  // below, nothing is skipped (float32's spacing there)
+constexpr double kBelowKl = 1.0 - 1e-12;  // a skipped pair's KL from its summary, rounded down
 
 // A group of `size` pairs (the ordered pairs of one mechanism's rows) whose max is what is
-// wanted, each pair settled as cheaply as the others allow. Pairs equal in canonical order
-// (canonical) are solved once. Then each pair's Hoeffding ceiling; in order of decreasing
-// ceiling while one, raised by kPruneMargin, reaches the best level so far, its first grid of
-// orders and that grid's ceiling (grid_ceiling); then the searches in order of decreasing grid
-// ceiling while one reaches the best level. A searched pair's value and order are one_pair's;
-// a skipped pair reads its KL and the order -inf (a lower bound of its level, below the best
-// by a factor 1 + kPruneMargin in double precision, so below the group's max in float32 too).
-// So the max over the group, and which pairs attain it, are one_pair's exactly.
+// wanted, each pair settled as cheaply as the others allow. First each pair's summary (its
+// outputs in the given order: settled or not, KL, the ceiling of ceiling_of and a hash of its
+// outputs); pairs equal in canonical order (canonical: equal hashes, then confirmed) are solved
+// once. Then, in order of decreasing ceiling while one, raised by kPruneMargin, reaches the best
+// level so far, the pair in canonical order, its first grid of orders and that grid's ceiling
+// (grid_ceiling); then the searches in order of decreasing grid ceiling while one reaches the
+// best level. A searched pair's value and order are one_pair's (it is in the same canonical
+// order); a skipped pair reads its KL (rounded down) and the order -inf: a lower bound of its
+// level, below the best by a factor 1 + kPruneMargin in double precision, so below the group's
+// max in float32 too. So the max over the group, and which pairs attain it, are one_pair's.
 void group_of_pairs(const float* log_P, const float* log_Q, int m, int64_t size, Pair& pair,
                     Scratch& scratch, float* value, float* order) {
   float* forms = scratch.forms.data();
@@ -520,38 +641,65 @@ void group_of_pairs(const float* log_P, const float* log_Q, int m, int64_t size,
   int64_t* same = scratch.same.data();
   int64_t* open = scratch.open.data();
   double* ceilings = scratch.ceilings.data();
-  const auto form = [&](int64_t i) { return forms + i * 2 * m; };
-  for (int64_t i = 0; i < size; ++i)
-    canonical(log_P + i * m, log_Q + i * m, m, scratch.index.data(), form(i), form(i) + m);
-  jaxpriv_twins::first_of_equal(forms, size, m, hashes, by_hash, same);
+  float* mine = scratch.sorted.data();  // 4m floats: two pairs' canonical logs
+  float* theirs = mine + 2 * m;
+  const auto in_P = [&](int64_t i) { return log_P + i * m; };
+  const auto in_Q = [&](int64_t i) { return log_Q + i * m; };
   const auto reaches = [](double ceiling, double best) {
     return best < kLeastPruned || !(ceiling * (1.0 + kPruneMargin) < best);
   };
   const auto by_ceiling = [&](int64_t a, int64_t b) { return ceilings[a] > ceilings[b]; };
   double best = -kInfinity;
-  int64_t opened = 0;
+  int64_t unsettled = 0;
+  Summary summary;
+  output_terms(log_P, log_Q, size * m, scratch.terms);
   for (int64_t i = 0; i < size; ++i) {
-    if (same[i] != i) continue;
-    const Settled how = prepare(form(i), form(i) + m, m, pair, scratch.heap_L(),
-                                scratch.heap_P(), scratch.heap_LP());
+    same[i] = i;
+    const Settled how = summarize(scratch.terms, i * m, m, summary);
     if (how != Settled::kNo) {
       write_settled(how, value + i, order + i);
       if (how != Settled::kNaN) best = std::max(best, static_cast<double>(value[i]));
       continue;
     }
-    value[i] = static_cast<float>(pair.kl);
+    value[i] = static_cast<float>(summary.kl * kBelowKl);
     order[i] = -std::numeric_limits<float>::infinity();
-    best = std::max(best, pair.kl);
-    const double ceiling = hoeffding_ceiling(pair);
-    ceilings[i] = ceiling >= pair.kl ? ceiling : kInfinity;  // never NaN: the sort needs an order
-    open[opened++] = i;
+    best = std::max(best, summary.kl * kBelowKl);
+    const double ceiling = ceiling_of(summary);
+    ceilings[i] = ceiling >= summary.kl ? ceiling : kInfinity;  // never NaN: the sort needs an order
+    hashes[i] = summary.hash;
+    by_hash[unsettled++] = i;
+  }
+  // twins: equal hashes (an open-addressing table of the unsettled pairs, in index order),
+  // confirmed in canonical order; the pairs whose ceiling reaches the best KL, by ceiling
+  size_t slots = 16;
+  while (slots < 2 * static_cast<size_t>(unsettled)) slots *= 2;
+  scratch.table.assign(slots, -1);
+  int64_t* table = scratch.table.data();
+  int64_t opened = 0;
+  for (int64_t k = 0; k < unsettled; ++k) {
+    const int64_t i = by_hash[k];
+    size_t at = hashes[i] & (slots - 1);
+    for (; table[at] >= 0; at = (at + 1) & (slots - 1)) {
+      const int64_t r = table[at];  // r < i
+      if (hashes[r] != hashes[i]) continue;
+      canonical(in_P(i), in_Q(i), m, scratch.index.data(), mine, mine + m);
+      canonical(in_P(r), in_Q(r), m, scratch.index.data(), theirs, theirs + m);
+      if (std::memcmp(mine, theirs, 2 * m * sizeof(float)) == 0) {
+        same[i] = r;
+        break;
+      }
+    }
+    if (same[i] != i) continue;
+    table[at] = i;
+    if (reaches(ceilings[i], best)) open[opened++] = i;
   }
   std::sort(open, open + opened, by_ceiling);
   int64_t gridded = 0;
   for (; gridded < opened && reaches(ceilings[open[gridded]], best); ++gridded) {
     const int64_t i = open[gridded];
-    prepare(form(i), form(i) + m, m, pair, scratch.heap_L(), scratch.heap_P(),
-                scratch.heap_LP());
+    float* form = forms + gridded * 2 * m;
+    canonical(in_P(i), in_Q(i), m, scratch.index.data(), form, form + m);
+    prepare(form, form + m, m, pair, scratch.heap_L(), scratch.heap_P(), scratch.heap_LP());
     Search s;
     grid_points(pair, s);
     const Point& top = s.points[s.best];
@@ -570,8 +718,8 @@ void group_of_pairs(const float* log_P, const float* log_Q, int m, int64_t size,
   std::sort(open, open + gridded, by_ceiling);
   for (int64_t k = 0; k < gridded && reaches(ceilings[open[k]], best); ++k) {
     const int64_t i = open[k];
-    prepare(form(i), form(i) + m, m, pair, scratch.heap_L(), scratch.heap_P(),
-                scratch.heap_LP());
+    const float* form = forms + scratch.slot[i] * 2 * m;
+    prepare(form, form + m, m, pair, scratch.heap_L(), scratch.heap_P(), scratch.heap_LP());
     Search s;
     const Point* grid = scratch.grids.data() + scratch.slot[i] * kGrid;
     std::copy(grid, grid + kGrid, s.points);
@@ -601,7 +749,7 @@ ffi::Error ZcdpOrders(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
     return ffi::Error::InvalidArgument("group must be >= 1 and divide the number of pairs");
   Scratch scratch;
   if (m > 64) scratch.heap.resize(3 * m);
-  scratch.sorted.resize(2 * m);
+  scratch.sorted.resize(4 * m);
   scratch.index.resize(m);
   Pair pair;
   const float* p = log_P.typed_data();
@@ -620,6 +768,7 @@ ffi::Error ZcdpOrders(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
   scratch.open.resize(group);
   scratch.slot.resize(group);
   scratch.ceilings.resize(group);
+  scratch.terms.resize(group * m);
   for (int64_t first = 0; first < count; first += group)
     group_of_pairs(p + first * m, q + first * m, mm, group, pair, scratch, v + first, o + first);
   return ffi::Error::Success();
