@@ -419,6 +419,33 @@ def test_native_gdp_closed_form_and_edge_cases():
     assert got[1] == 0.0 and np.isinf(got[2]) and np.isnan(got[3])
 
 
+@pytest.mark.parametrize("m, concentration", [(3, 1.0), (4, 0.05), (6, 0.3)])
+def test_gdp_is_symmetric_and_the_kernel_reads_a_pair_and_its_reverse_alike(m, concentration):
+    """``μ(P, Q) = μ(Q, P)``: ``T(Q, P)`` is the reflection of ``T(P, Q)`` in the diagonal and
+    ``G_μ`` its own (Dong, Roth, Su 2022, §2). The float64 reference, written for one direction,
+    agrees both ways to 1e-9 (zeros, one-sided supports and ∞ included); so the kernel solves each
+    pair in one direction and reads a pair and its reverse bit for bit alike, grouped or not."""
+    rng = np.random.default_rng(m * 11 + int(concentration * 10))
+    logs = np.array(_float32(_pairs(rng, 3000, m, concentration)))  # concentration 0.05: zeros
+    logs[:40, 1, 0] = -np.inf  # Q = 0 < P at an output: one-sided
+    logs = _float32(logs)
+    log_P, log_Q = logs[:, 0], logs[:, 1]
+    with jax.enable_x64(True):
+        reference_gdp = jax.jit(pair_notions.gdp_pair)
+        forward, backward = (np.asarray(reference_gdp(jnp.asarray(np.asarray(a), jnp.float64),
+                                                      jnp.asarray(np.asarray(b), jnp.float64)))
+                             for a, b in ((log_P, log_Q), (log_Q, log_P)))
+    np.testing.assert_array_equal(np.isinf(forward), np.isinf(backward))
+    assert np.isinf(forward[:40]).all() and np.isfinite(forward).sum() > 2000
+    finite = np.isfinite(forward)
+    np.testing.assert_allclose(forward[finite], backward[finite], rtol=1e-9, atol=1e-12)
+    one_way = np.asarray(native.gdp(log_P, log_Q))
+    np.testing.assert_array_equal(one_way, np.asarray(native.gdp(log_Q, log_P)))
+    both = jnp.stack([logs, logs[:, ::-1]], 1)  # groups of 2: a pair, then its reverse
+    grouped = np.asarray(native.gdp(both[:, :, 0].reshape(-1, m), both[:, :, 1].reshape(-1, m), 2))
+    np.testing.assert_array_equal(grouped.reshape(-1, 2).max(1), one_way)
+
+
 def test_native_gdp_level_and_derivative():
     """The mechanism level against the float32 reference; its derivative is the reference's."""
     from jaxpriv.core import pair_notions as reference_levels

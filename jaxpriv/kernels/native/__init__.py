@@ -259,9 +259,9 @@ def gdp(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"], group: int = 1
         ) -> Float[Array, "*p"]:
     """The GDP level ``μ`` of float32 pairs, by ``sorted_pairs.cc``: the vertex formula of
     :func:`jaxpriv.core.pair_notions.gdp_pair` (prefixes of the outputs sorted by ``log(Q/P)``,
-    each probit from the smaller of a prefix sum and its complement's own sum), each pair in
-    double precision (``Φ⁻¹`` by Acklam's approximation and a Halley step). Pure; not
-    differentiable (:func:`jaxpriv.kernels.pair_levels.gdp` differentiates the reference).
+    each probit from the smaller of a prefix sum and its complement's own sum) in double
+    precision, each pair in one direction (GDP is symmetric: a pair and its reverse read
+    alike). Pure; not differentiable (:func:`jaxpriv.kernels.pair_levels.gdp` differentiates).
 
     Args:
       log_P, log_Q: float32, the same shape ``(*p, m)`` (``−∞`` for a zero).

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <limits>
 #include <vector>
@@ -343,6 +344,15 @@ void solve_groups(int64_t count, int64_t group, float* out, Bound bound_of, Solv
 // mechanism's) only the max is wanted: the pairs are solved in decreasing order of their
 // symmetric D_inf, and a pair whose randomized-response bound mu_RR(D_inf) is below the best mu
 // found reads 0 (below the max); the max is the per-pair kernel's.
+//
+// GDP is symmetric: T(Q, P) = T(P, Q)^-1, the reflection of T(P, Q) in the diagonal, and G_mu
+// is its own reflection (Dong, Roth, Su 2022, Sec. 2), so T(P, Q) >= G_mu iff T(Q, P) >= G_mu:
+// a pair and its reverse have one level (each vertex's mu, -Phi^-1(alpha) - Phi^-1(beta), is
+// symmetric in the vertex's two errors; tests/test_native_pair_levels.py checks it against the
+// float64 reference both ways). Each pair is
+// solved in one direction, the one whose log P is first in byte order, so that (P, Q) and (Q, P)
+// read the same bits; and a pair equal in those bits to the last one solved (its reverse, next
+// to it in the order of the bound) is not solved again.
 ffi::Error Gdp(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
                ffi::ResultBuffer<ffi::F32> mu, int64_t group) {
   int64_t count, m;
@@ -356,6 +366,9 @@ ffi::Error Gdp(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
   const float* q = log_Q.typed_data();
   float* out = mu->typed_data();
   const int mm = static_cast<int>(m);
+  std::vector<float> last(2 * m);  // the last pair solved, in its direction, and its level
+  bool solved = false;
+  float last_mu = 0.0f;
   solve_groups(
       count, group, out,
       [&](int64_t i) {
@@ -363,8 +376,17 @@ ffi::Error Gdp(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
                         max_log_ratio(q + i * m, p + i * m, mm));
       },
       [&](int64_t i) {
-        return gdp_pair(p + i * m, q + i * m, mm, entries.data(), suffix.data(),
-                        suffix.data() + m);
+        const float* first = p + i * m;
+        const float* second = q + i * m;
+        if (std::memcmp(first, second, m * sizeof(float)) > 0) std::swap(first, second);
+        if (solved && std::memcmp(first, last.data(), m * sizeof(float)) == 0 &&
+            std::memcmp(second, last.data() + m, m * sizeof(float)) == 0)
+          return last_mu;
+        last_mu = gdp_pair(first, second, mm, entries.data(), suffix.data(), suffix.data() + m);
+        std::copy(first, first + m, last.begin());
+        std::copy(second, second + m, last.begin() + m);
+        solved = true;
+        return last_mu;
       },
       rr_gdp_threshold);
   return ffi::Error::Success();
