@@ -51,7 +51,7 @@ SOURCES = tuple(Path(__file__).with_name(name)
                              "composed_eps.cc"))
 """The library's translation units: the record notions' kernel, the samplers and the sweep's
 reduction; the zCDP level, ε(δ) and the GDP level of float32 pairs; the composed ε(δ)."""
-HEADERS = (Path(__file__).with_name("pair_twins.h"),)
+HEADERS = tuple(Path(__file__).with_name(name) for name in ("pair_twins.h", "fast_math.h"))
 """Headers the translation units include (in the cache key with them)."""
 FLAGS = ("-std=c++17", "-O3", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared")
 """Plus ``-march=native`` by default: the library is built for the machine that runs it (the

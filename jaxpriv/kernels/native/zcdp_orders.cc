@@ -32,10 +32,14 @@
 #include <limits>
 #include <vector>
 
+#include "fast_math.h"
 #include "pair_twins.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;
+using jaxpriv_fast::fast_exp;
+using jaxpriv_fast::fast_expm1;
+using jaxpriv_fast::fast_log1p;
 
 namespace {
 
@@ -66,113 +70,6 @@ inline void expm1_phi(double x, double* em1, double* f) {
     *em1 = std::expm1(x);
     *f = *em1 - x;
   }
-}
-
-// expm1 and log1p without a branch or a library call, so that a loop of them over the points
-// of a grid vectorizes (the grid and the branch-and-bound splits evaluate D_alpha/alpha at
-// several orders at once: glibc's scalar expm1 and log1p were ~40% of a pair's time, one call
-// at a time). Both are accurate to a few units in the last place of a double: within 1e-15
-// relative of the C library's over their ranges, near 0 and at the reduction's seams (worst
-// 2.7e-16 for expm1, 4.4e-16 for log1p; tests/test_native_pair_levels.py), and the kernel's
-// levels and orders on 1.2 million random pairs (m = 3, 4, 8, near-deterministic to
-// near-uniform) were bit for bit those of the scalar library calls.
-//
-// expm1: x = k ln2 + r, |r| <= ln2/2, expm1(r) by its Taylor polynomial to r^13 (remainder
-// below 1.3e-17 of expm1(r)), expm1(x) = 2^k expm1(r) + (2^k - 1); x clamped to [-700, 700]
-// (expm1(-700) = -1 in double precision; callers never pass more than kLargeExponent).
-inline double fast_expm1(double x) {
-  constexpr double kLog2e = 1.4426950408889634;
-  constexpr double kLn2Hi = 6.93147180369123816490e-01;
-  constexpr double kLn2Lo = 1.90821492927058770002e-10;
-  constexpr double kShift = 6755399441055744.0;  // 1.5 * 2^52: adding it rounds to an integer
-  x = x < -700.0 ? -700.0 : (x > 700.0 ? 700.0 : x);
-  const double shifted = x * kLog2e + kShift;
-  const double k = shifted - kShift;
-  const double r = (x - k * kLn2Hi) - k * kLn2Lo;
-  double p = 1.0 / 6227020800.0;  // 1/13!
-  p = p * r + 1.0 / 479001600.0;
-  p = p * r + 1.0 / 39916800.0;
-  p = p * r + 1.0 / 3628800.0;
-  p = p * r + 1.0 / 362880.0;
-  p = p * r + 1.0 / 40320.0;
-  p = p * r + 1.0 / 5040.0;
-  p = p * r + 1.0 / 720.0;
-  p = p * r + 1.0 / 120.0;
-  p = p * r + 1.0 / 24.0;
-  p = p * r + 1.0 / 6.0;
-  p = p * r + 0.5;
-  const double em1r = r + r * r * p;
-  int64_t bits;
-  std::memcpy(&bits, &shifted, sizeof bits);
-  const int64_t k_int = static_cast<int64_t>(static_cast<uint64_t>(bits) << 13) >> 13;
-  const int64_t scale_bits = static_cast<int64_t>(static_cast<uint64_t>(k_int + 1023) << 52);
-  double scale;
-  std::memcpy(&scale, &scale_bits, sizeof scale);
-  return scale * em1r + (scale - 1.0);
-}
-
-// exp(x) by fast_expm1's reduction, 2^k (1 + expm1(r)), branch-free (a loop of it vectorizes):
-// 0 for x < -700 (and -inf), x clamped to at most 700. Within a few units in the last place.
-inline double fast_exp(double x) {
-  constexpr double kLog2e = 1.4426950408889634;
-  constexpr double kLn2Hi = 6.93147180369123816490e-01;
-  constexpr double kLn2Lo = 1.90821492927058770002e-10;
-  constexpr double kShift = 6755399441055744.0;
-  const double c = x < -700.0 ? -700.0 : (x > 700.0 ? 700.0 : x);
-  const double shifted = c * kLog2e + kShift;
-  const double k = shifted - kShift;
-  const double r = (c - k * kLn2Hi) - k * kLn2Lo;
-  double p = 1.0 / 6227020800.0;
-  p = p * r + 1.0 / 479001600.0;
-  p = p * r + 1.0 / 39916800.0;
-  p = p * r + 1.0 / 3628800.0;
-  p = p * r + 1.0 / 362880.0;
-  p = p * r + 1.0 / 40320.0;
-  p = p * r + 1.0 / 5040.0;
-  p = p * r + 1.0 / 720.0;
-  p = p * r + 1.0 / 120.0;
-  p = p * r + 1.0 / 24.0;
-  p = p * r + 1.0 / 6.0;
-  p = p * r + 0.5;
-  const double em1r = r + r * r * p;
-  int64_t bits;
-  std::memcpy(&bits, &shifted, sizeof bits);
-  const int64_t k_int = static_cast<int64_t>(static_cast<uint64_t>(bits) << 13) >> 13;
-  const int64_t scale_bits = static_cast<int64_t>(static_cast<uint64_t>(k_int + 1023) << 52);
-  double scale;
-  std::memcpy(&scale, &scale_bits, sizeof scale);
-  return x < -700.0 ? 0.0 : scale + scale * em1r;
-}
-
-// log1p(s) for finite s >= 0: y = 1 + s = 2^k m, m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(f)
-// with f = (m - 1)/(m + 1), |f| <= 0.1716, by its series to f^21 (remainder below 3e-17 of it),
-// plus (s - (y - 1))/y for the rounding of 1 + s (as musl's log1p).
-inline double fast_log1p(double s) {
-  constexpr double kLn2Hi = 6.93147180369123816490e-01;
-  constexpr double kLn2Lo = 1.90821492927058770002e-10;
-  const double y = 1.0 + s;
-  const double c = (s - (y - 1.0)) / y;
-  uint64_t bits;
-  std::memcpy(&bits, &y, sizeof bits);
-  bits += static_cast<uint64_t>(0x3ff00000 - 0x3fe6a09e) << 32;
-  const double k = static_cast<double>(static_cast<int64_t>(bits >> 52) - 0x3ff);
-  bits = (bits & 0x000fffffffffffffULL) + (static_cast<uint64_t>(0x3fe6a09e) << 32);
-  double m;
-  std::memcpy(&m, &bits, sizeof m);
-  const double f = (m - 1.0) / (m + 1.0);
-  const double z = f * f;
-  double p = 1.0 / 21.0;
-  p = p * z + 1.0 / 19.0;
-  p = p * z + 1.0 / 17.0;
-  p = p * z + 1.0 / 15.0;
-  p = p * z + 1.0 / 13.0;
-  p = p * z + 1.0 / 11.0;
-  p = p * z + 1.0 / 9.0;
-  p = p * z + 1.0 / 7.0;
-  p = p * z + 1.0 / 5.0;
-  p = p * z + 1.0 / 3.0;
-  const double log_m = 2.0 * f + 2.0 * f * z * p;
-  return k * kLn2Hi + ((log_m + c) + k * kLn2Lo);
 }
 
 // phi(x) = e^x - 1 - x as expm1_phi's value, branch-free (both forms, then a select).
