@@ -710,7 +710,8 @@ def test_grouped_eps_at_delta_edge_cases_and_mechanism_level():
 def test_grouped_gdp_keeps_the_max(n, m, concentration):
     """GDP with ``group = n²``: each group's max is the ungrouped kernel's bit for bit, every
     pair reads its own value or 0 (skipped: randomized response's μ at its symmetric ``D_∞``, an
-    upper bound of its μ, was below the max), and pairs are skipped."""
+    upper bound of its μ, was below the max; or its best vertex before refinement was clearly
+    below the best level solved), and pairs are skipped."""
     rng = np.random.default_rng(n * 1000 + m * 10 + int(concentration * 10) + 11)
     log_P, log_Q = _group_mechanisms(rng, 2000, n, m, concentration)
     full = np.asarray(jax.jit(native.gdp)(log_P, log_Q)).reshape(-1, n * n)

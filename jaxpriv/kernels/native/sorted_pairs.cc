@@ -217,8 +217,11 @@ float gdp_pair_in_logs(const Entry* entries, int m, double* suffix_p, double* su
   return static_cast<float>(std::max(mu, 0.0));
 }
 
+// `best`: in a group, the largest level solved so far (-1 before): a pair whose best vertex,
+// before its refinement, is clearly below it (by 1e-6 relative and 1e-7: Acklam's 1.2e-9
+// relative on probits of magnitude below 40) cannot be the group's max and reads 0, unrefined.
 float gdp_pair(const float* log_P, const float* log_Q, int m, Entry* entries, double* suffix_p,
-               double* suffix_q) {
+               double* suffix_q, double best_level = -1.0) {
   bool tiny = false;
   if (!sorted_entries(log_P, log_Q, m, true, entries, &tiny))
     return std::numeric_limits<float>::quiet_NaN();
@@ -248,6 +251,7 @@ float gdp_pair(const float* log_P, const float* log_Q, int m, Entry* entries, do
     }
   }
   if (best_P < 0.0) return 0.0f;
+  if (best + 1e-6 * best + 1e-7 < best_level) return 0.0f;
   const double mu = probit(best_Q, best_Q_out, true) - probit(best_P, best_P_out, true);
   return static_cast<float>(std::max(mu, 0.0));
 }
@@ -284,6 +288,19 @@ double max_log_ratio(const float* log_P, const float* log_Q, int m) {
   return top;
 }
 
+// max(D_inf(P || Q), D_inf(Q || P)) in one pass, as max_log_ratio both ways.
+double symmetric_max_log_ratio(const float* log_P, const float* log_Q, int m) {
+  double top = 0.0;
+  for (int i = 0; i < m; ++i) {
+    const double lp = log_P[i], lq = log_Q[i];
+    if (std::isnan(lp) || std::isnan(lq)) return kInf;
+    if (lp == -kInf && lq == -kInf) continue;
+    if (lp == -kInf || lq == -kInf) return kInf;
+    top = std::max(top, std::fabs(lp - lq));
+  }
+  return top;
+}
+
 // The largest D_inf at which randomized response's GDP level, mu_RR(eps) = 2 Phi^-1(e^eps /
 // (1 + e^eps)), is below mu: log(Phi(mu/2) / Phi(-mu/2)), less a relative 1e-6 to spare (a pair
 // whose D_inf in both directions is below it has a GDP level below mu: its trade-off curve is
@@ -303,15 +320,16 @@ double rr_gdp_threshold(double mu) {
   return t - 1e-6 * std::fabs(t);
 }
 
-// Every pair's level (`group` 1: solve(i) for each), or with group > 1 each group's max: a
+// Every pair's level (`group` 1: solve(i, -1) for each), or with group > 1 each group's max: a
 // group's pairs are solved in decreasing order of `bound(i)` (an upper bound of pair i's level),
 // and a pair whose bound is below `limit(best)`, best the largest level solved so far in its
-// group, reads 0 (below the group's max).
+// group, reads 0 (below the group's max); solve(i, best) may read 0 too where it finds the pair
+// below the best.
 template <typename Bound, typename Solve, typename Limit>
 void solve_groups(int64_t count, int64_t group, float* out, Bound bound_of, Solve solve,
                   Limit limit) {
   if (group == 1) {
-    for (int64_t i = 0; i < count; ++i) out[i] = solve(i);
+    for (int64_t i = 0; i < count; ++i) out[i] = solve(i, -1.0);
     return;
   }
   std::vector<double> bound(group);
@@ -331,7 +349,7 @@ void solve_groups(int64_t count, int64_t group, float* out, Bound bound_of, Solv
         out[i] = 0.0f;
         continue;
       }
-      out[i] = solve(i);
+      out[i] = solve(i, static_cast<double>(best));
       if (out[i] > best) {
         best = out[i];
         below = limit(static_cast<double>(best));
@@ -371,18 +389,16 @@ ffi::Error Gdp(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
   float last_mu = 0.0f;
   solve_groups(
       count, group, out,
-      [&](int64_t i) {
-        return std::max(max_log_ratio(p + i * m, q + i * m, mm),
-                        max_log_ratio(q + i * m, p + i * m, mm));
-      },
-      [&](int64_t i) {
+      [&](int64_t i) { return symmetric_max_log_ratio(p + i * m, q + i * m, mm); },
+      [&](int64_t i, double best) {
         const float* first = p + i * m;
         const float* second = q + i * m;
         if (std::memcmp(first, second, m * sizeof(float)) > 0) std::swap(first, second);
         if (solved && std::memcmp(first, last.data(), m * sizeof(float)) == 0 &&
             std::memcmp(second, last.data() + m, m * sizeof(float)) == 0)
           return last_mu;
-        last_mu = gdp_pair(first, second, mm, entries.data(), suffix.data(), suffix.data() + m);
+        last_mu = gdp_pair(first, second, mm, entries.data(), suffix.data(), suffix.data() + m,
+                           best);
         std::copy(first, first + m, last.begin());
         std::copy(second, second + m, last.begin() + m);
         solved = true;
@@ -417,7 +433,7 @@ ffi::Error EpsAtDelta(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
         // the bound holds for delta >= 0 only: any other delta (NaN, negative) is solved
         return d[i] >= 0.0f ? max_log_ratio(p + i * m, q + i * m, mm) : kInf;
       },
-      [&](int64_t i) { return one_pair(p + i * m, q + i * m, mm, d[i], entries.data()); },
+      [&](int64_t i, double) { return one_pair(p + i * m, q + i * m, mm, d[i], entries.data()); },
       [](double best) { return best; });
   return ffi::Error::Success();
 }
