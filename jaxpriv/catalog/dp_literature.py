@@ -160,37 +160,43 @@ def _d5_bound(order):
 def _d9_bound(x, *p, epsilon):
     """Canonne, Kamath, Steinke 2020, Cor. 13: ``δ = inf_{α>1} e^{(α−1)(αρ−ε)}(1−1/α)^α/(α−1)``.
 
-    The log of the objective, ``(α−1)(αρ−ε) + α·log(1 − 1/α) − log(α−1)``, is minimized over a
-    grid of 400 points in ``log(α−1) ∈ [−12, 12]`` refined by 60 golden-section steps (it is
-    convex in α: a sum of a convex quadratic, ``α log(1−1/α)`` and ``−log(α−1)``); clipped to 1.
-    A grid minimum is never below the true infimum, so the bound used is never smaller than the
-    claimed one (no false alarm).
+    The log of the objective, ``(α−1)(αρ−ε) + α·log(1 − 1/α) − log(α−1)``, is convex in α (the
+    quadratic is; ``α log(1 − 1/α) − log(α − 1)`` has second derivative ``1/(α(α−1)) > 0``), so
+    unimodal in ``u = log(α−1)``: it is minimized over ``u ∈ [−12, 12]`` by 72 golden-section
+    steps, one evaluation each (the bracket ends 5e-14 wide). Every value taken is the objective
+    at some order, never below the true infimum, so the bound used is never smaller than the
+    claimed one (no false alarm); clipped to 1. (Before: a 400-point grid and 60 golden steps of
+    two evaluations, 521 in all; D9's sweep spent 40% of its time here.)
     """
-    def log_objective(alpha, rho):
-        return (alpha - 1.0) * (alpha * rho - epsilon) + alpha * jnp.log1p(-1.0 / alpha) - \
-            jnp.log(alpha - 1.0)
+    def log_objective(u, rho):
+        # at α = 1 + t, t = e^u: t((1 + t)ρ − ε) + (α log(1 − 1/α) − log(α − 1)), the latter
+        # (α−1) log(α−1) − α log α written without α (whose rounding near 1 cost float32 1% of
+        # δ: an infimum read 0.9976 for 1 at ρ = 19, ε = 1) and without cancellation: t u −
+        # (1 + t) log1p(t) for t < 1, −u − (1 + t) log1p(e^−u) for t >= 1
+        t = jnp.exp(u)
+        entropy = jnp.where(u < 0.0, t * u - (1.0 + t) * jnp.log1p(t),
+                            -u - (1.0 + t) * jnp.log1p(jnp.exp(-u)))
+        return t * ((1.0 + t) * rho - epsilon) + entropy
 
     rho = jnp.asarray(x)
-    grid = jnp.linspace(-12.0, 12.0, 400, dtype=rho.dtype)
-    values = log_objective(1.0 + jnp.exp(grid), rho[..., None])
-    best = jnp.argmin(values, axis=-1)
-    step = grid[1] - grid[0]
-    a = grid[best] - step
-    b = grid[best] + step
     golden = (math.sqrt(5.0) - 1.0) / 2.0
+    a = jnp.full_like(rho, -12.0)
+    b = jnp.full_like(rho, 12.0)
+    c, d = b - golden * (b - a), a + golden * (b - a)
 
-    def golden_step(_, bracket):
-        a, b = bracket
-        c = b - golden * (b - a)
-        d = a + golden * (b - a)
-        left = log_objective(1.0 + jnp.exp(c), rho) <= log_objective(1.0 + jnp.exp(d), rho)
-        return jnp.where(left, a, c), jnp.where(left, d, b)
+    def golden_step(_, state):
+        a, b, c, d, fc, fd = state
+        left = fc <= fd  # the minimum is in [a, d]: d becomes c; else in [c, b]: c becomes d
+        a, b = jnp.where(left, a, c), jnp.where(left, d, b)
+        c, d = jnp.where(left, b - golden * (b - a), d), jnp.where(left, c, a + golden * (b - a))
+        new = log_objective(jnp.where(left, c, d), rho)
+        return a, b, c, d, jnp.where(left, new, fd), jnp.where(left, fc, new)
 
-    # a loop, not 60 unrolled steps: traced once (in every program and every eager call of
-    # the audit's verdicts, envelopes and figures: 8 of a warm D9 audit's 30 s were these)
-    a, b = jax.lax.fori_loop(0, 60, golden_step, (a, b))
-    refined = log_objective(1.0 + jnp.exp(0.5 * (a + b)), rho)
-    log_delta = jnp.minimum(jnp.min(values, axis=-1), refined)
+    # a loop, not unrolled steps: traced once (in every program and every eager call of the
+    # audit's verdicts, envelopes and figures)
+    state = (a, b, c, d, log_objective(c, rho), log_objective(d, rho))
+    a, b, c, d, fc, fd = jax.lax.fori_loop(0, 72, golden_step, state)
+    log_delta = jnp.minimum(jnp.minimum(fc, fd), log_objective(0.5 * (a + b), rho))
     return jnp.minimum(jnp.exp(log_delta), 1.0)
 
 
