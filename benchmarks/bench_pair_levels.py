@@ -1,5 +1,6 @@
 """Throughput of the costly pair levels on the sweep's own mechanisms: the zCDP level, the
-composed ε(δ) and ε(δ), one jitted call on a batch, one CPU device, float32 (the sweep's screen).
+composed ε(δ), ε(δ) and the GDP level, one jitted call on a batch, one CPU device, float32 (the
+sweep's screen).
 
 Usage: python benchmarks/bench_pair_levels.py [--n 4] [--m 4] [--count 131072] [--k 10]
     [--baseline-tree PATH] [--repeat 3] [--json results.json]
@@ -27,8 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-LEVELS = (("zcdp", {}), ("eps_composed", {"k": None, "delta": 1e-6}), ("eps_at_delta",
-                                                                      {"delta": 1e-2}))
+LEVELS = (("zcdp", {}), ("eps_composed", {"k": None, "delta": 1e-6}),
+          ("eps_at_delta", {"delta": 1e-2}), ("gdp", {}))
 
 
 def measure(n: int, m: int, count: int, k: int, repeat: int) -> dict[str, float]:
