@@ -714,21 +714,8 @@ def test_the_kernels_own_expm1_log1p_and_exp_agree_with_the_c_library(tmp_path):
     within 1e-15 relative of the C library's on 11 million points over their ranges (|x| <= 700,
     where the kernel clamps; exp is 0 below −700 and at −∞), near 0 and at the argument
     reduction's seams."""
-    from jaxpriv.kernels.native import builder
-
-    compiler = builder._compiler()
-    if compiler is None:
-        pytest.skip("no C++ compiler")
-    source = tmp_path / "check.cc"
-    source.write_text(_FAST_MATH_CHECK)
-    program = tmp_path / "check"
-    native_dir = builder.SOURCES[0].parent
-    flags = [f for f in builder.FLAGS if f not in ("-shared", "-fPIC")]
-    subprocess.run([compiler, *flags, f"-march={builder.march()}", f"-I{native_dir}",
-                    f"-I{jax.ffi.include_dir()}", str(source), "-o", str(program)],
-                   check=True, capture_output=True)
-    expm1_worst, log1p_worst, exp_worst = map(float, subprocess.run(
-        [str(program)], check=True, capture_output=True, text=True).stdout.split())
+    expm1_worst, log1p_worst, exp_worst = map(float, _compile_and_run(
+        tmp_path, _FAST_MATH_CHECK).split())
     assert expm1_worst < 1e-15 and log1p_worst < 1e-15 and exp_worst < 1e-15, (
         expm1_worst, log1p_worst, exp_worst)
 
