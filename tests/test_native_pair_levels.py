@@ -663,8 +663,7 @@ int main() {
     prepare(form, form + m, m, pair, nullptr, nullptr, nullptr);
     Search s;
     grid_points(pair, s);
-    // the chord bounds (floor 0) and the cheaper K(t_r)/(t_l(t_l + 1)) (floor infinite)
-    const double grid = std::min(grid_ceiling(pair, s, 0.0), grid_ceiling(pair, s, kInfinity));
+    const double grid = grid_ceiling(pair, s);
     float order;
     const double level = searched_level(pair, s, &order);
     if (!(level > 1e-30)) continue;
@@ -700,7 +699,7 @@ def test_the_zcdp_ceilings_are_above_the_searched_level(tmp_path):
     """The grouped kernel skips a pair whose ceiling, raised by 1e-6, is below the best level:
     so each ceiling must be above the level the search would find. Both of them — the first
     pass's (Hoeffding's lemma with ``D_∞``, from the outputs in the order given) and the first
-    grid's chord bounds — on 200,000 random pairs, m = 2 to 8, Dirichlet concentrations 1e-2 to
+    grid's (its chord bounds) — on 200,000 random pairs, m = 2 to 8, Dirichlet concentrations 1e-2 to
     1e2 (near-deterministic to near-uniform), rows normalized in float32 (their sums are not 1),
     a fifth sharing an output: never below the searched level by more than double's rounding."""
     worst, worst_grid, checked = _compile_and_run(tmp_path, _CEILING_CHECK).split()

@@ -171,19 +171,26 @@ inline void over_orders(const Pair& pair, const double* t, int count, double* g)
 
 // sup over [tl, tr] of c(t)/(t(t+1)), c the chord through (tl, Kl), (tr, Kr) (as
 // jaxpriv.core.zcdp.chord_sup).
+// std::max and std::clamp by value (theirs return references, which kept a loop of chord_sup
+// from vectorizing): the same results, NaN included.
+inline double max_of(double a, double b) { return a < b ? b : a; }
+inline double clamp_to(double v, double lo, double hi) { return v < lo ? lo : (hi < v ? hi : v); }
+
 inline double chord_sup(double tl, double tr, double Kl, double Kr) {
   const double width = tr - tl;
   const double s = width > 0 ? (Kr - Kl) / width : 0.0;
   const double a = Kl - s * tl;
-  auto h = [&](double x) { return (a + s * x) / (x * (x + 1.0)); };
-  const double best = std::max(h(tl), h(tr));
-  // the stationary points of h, where s != 0; computed either way and selected (no branch: the
-  // grid's bounds are independent, and a branch-free body lets their divisions overlap)
-  const double root_disc = std::sqrt(std::max(a * a - a * s, 0.0));
+  const auto h = [a, s](double x) { return (a + s * x) / (x * (x + 1.0)); };
+  const double best = max_of(h(tl), h(tr));
+  // the stationary points of h, computed without a branch (the grid's bounds are independent:
+  // interval_bounds' loop vectorizes). Where s = 0, h = a/(x(x + 1)) is monotone on [tl, tr],
+  // so h at the clamped points is at most best: no select on s is needed (GCC vectorizes no
+  // loop with one).
+  const double root_disc = std::sqrt(max_of(a * a - a * s, 0.0));
   const double s_safe = s != 0.0 ? s : 1.0;
-  const double inner = std::max(h(std::clamp((-a + root_disc) / s_safe, tl, tr)),
-                                h(std::clamp((-a - root_disc) / s_safe, tl, tr)));
-  return s != 0.0 ? std::max(best, inner) : best;
+  const double inner = max_of(h(clamp_to((-a + root_disc) / s_safe, tl, tr)),
+                              h(clamp_to((-a - root_disc) / s_safe, tl, tr)));
+  return max_of(best, inner);
 }
 
 struct Point {
@@ -194,6 +201,21 @@ struct Point {
 inline double interval_bound(const Pair& pair, const Point& a, const Point& b) {
   if (b.t > kChordTop) return pair.d_inf / (a.t + 1.0);
   return chord_sup(a.t, b.t, a.g * a.t * (a.t + 1.0), b.g * b.t * (b.t + 1.0));
+}
+
+// interval_bound of each of the count - 1 intervals between neighbouring points (bounds[j]: of
+// [points[j], points[j + 1]]), the same values, in a loop that vectorizes (the grid's eleven
+// chord bounds one after another, their divisions waiting on each other, were a third of a
+// group's first pass).
+inline void interval_bounds(const Pair& pair, const Point* points, int count, double* bounds) {
+  double t[kMaxPoints], g[kMaxPoints];
+  for (int j = 0; j < count; ++j) t[j] = points[j].t, g[j] = points[j].g;
+  const double d_inf = pair.d_inf;
+  for (int j = 0; j + 1 < count; ++j) {
+    const double tl = t[j], tr = t[j + 1];
+    const double chord = chord_sup(tl, tr, g[j] * tl * (tl + 1.0), g[j + 1] * tr * (tr + 1.0));
+    bounds[j] = tr > kChordTop ? d_inf / (tl + 1.0) : chord;
+  }
 }
 
 // How a pair's level is known before any search: NaN, infinite or 0.
@@ -399,18 +421,16 @@ void grid_points(const Pair& pair, Search& s) {
 }
 
 // Above every value the search from the first grid's points can return: KL, the points' values
-// and a bound of each interval, its chord's (interval_bound) or, where that cheaper bound is
-// below `floor`, K(t_r)/(t_l(t_l + 1)) (K and t(t + 1) increase).
-double grid_ceiling(const Pair& pair, const Search& s, double floor) {
+// and the bound of each interval (interval_bounds).
+double grid_ceiling(const Pair& pair, const Search& s) {
+  for (int j = 0; j < s.count; ++j)
+    if (!std::isfinite(s.points[j].g)) return kInfinity;  // no bound: search it
+  double bounds[kMaxPoints];
+  interval_bounds(pair, s.points, s.count, bounds);
   double top = std::max(pair.kl, s.points[s.best].g);
   for (int j = 0; j + 1 < s.count; ++j) {
-    const Point& a = s.points[j];
-    const Point& b = s.points[j + 1];
-    if (!std::isfinite(a.g) || !std::isfinite(b.g)) return kInfinity;  // no bound: search it
-    const double cheap = b.g * b.t * (b.t + 1.0) / (a.t * (a.t + 1.0));
-    const double bound = b.t <= kChordTop && cheap < floor ? cheap : interval_bound(pair, a, b);
-    if (!(bound >= 0.0)) return kInfinity;  // NaN
-    top = std::max(top, bound);
+    if (!(bounds[j] >= 0.0)) return kInfinity;  // NaN
+    top = std::max(top, bounds[j]);
   }
   return top;
 }
@@ -496,8 +516,7 @@ using jaxpriv_twins::canonical;
 // first grid's points in `s` (grid_points): the grid's bounds, the branch and bound, Newton's
 // steps.
 double searched_level(const Pair& pair, Search& s, float* order) {
-  for (int j = 0; j + 1 < s.count; ++j)
-    s.bounds[j] = interval_bound(pair, s.points[j], s.points[j + 1]);
+  interval_bounds(pair, s.points, s.count, s.bounds);
   return finish(pair, s, order);
 }
 
@@ -601,7 +620,7 @@ void group_of_pairs(const float* log_P, const float* log_Q, int m, int64_t size,
     grid_points(pair, s);
     const Point& top = s.points[s.best];
     best = std::max(best, top.g);  // a lower bound of the pair's level (and so of the max)
-    const double ceiling = grid_ceiling(pair, s, best);
+    const double ceiling = grid_ceiling(pair, s);
     ceilings[i] = ceiling >= top.g ? ceiling : kInfinity;
     // kept for its search below: the grid is the costly part of a pair settled this far
     if (scratch.grid_best.size() <= static_cast<size_t>(gridded)) {
