@@ -203,6 +203,21 @@ def test_grouped_twins_read_alike_and_as_the_ungrouped_kernel():
     assert len(set(v[off].tolist())) == 1 and len(set(o[off].tolist())) == 1
 
 
+@pytest.mark.parametrize("log_p", [-710.0, -750.0])
+def test_grouped_level_bounds_a_pair_whose_probabilities_are_below_double_precision(log_p):
+    """A pair whose only outputs with P > 0 have log P below −700 (its P sums to 0 in double,
+    its level taken in logs: 0.035 here) is never skipped: its first-pass ceiling was
+    ``0/0``, read as its KL (0), and the group's max came out as the other pair's (a review
+    found it; at −750 before the first pass was vectorized too)."""
+    log_P = _float32([[log_p, -np.inf], np.log([0.52, 0.48])])
+    log_Q = _float32([[log_p - 10.0, -np.inf], np.log([0.48, 0.52])])
+    alone_v, alone_o = (np.asarray(a) for a in native.zcdp_orders(log_P, log_Q))
+    grouped_v, grouped_o = (np.asarray(a) for a in native.zcdp_orders(log_P, log_Q, 2))
+    assert alone_v[0] > alone_v[1] > 0
+    np.testing.assert_array_equal(grouped_v, alone_v)
+    np.testing.assert_array_equal(grouped_o, alone_o)
+
+
 def test_level_keeps_outputs_below_double_precision():
     """An output whose P is 0 in double precision (log P = −800) still carries ``D_∞`` = 200 and
     with it every ``D_α`` of large α: the kernel reads it from log P (it read
@@ -785,6 +800,24 @@ def test_grouped_gdp_keeps_the_max(n, m, concentration):
     assert np.all((got == full) | (got == 0.0))
     if n >= 3:
         assert np.mean((got == 0.0) & (full > 0.0)) > 0.05
+
+
+def test_grouped_gdp_keeps_no_skipped_level_for_the_next_group():
+    """A pair skipped in one group (its unrefined μ below that group's best: it reads 0) that
+    the next group solves first is solved there, not read from the last solve (a review found
+    the next group's max read 0 for 0.886)."""
+    def pair(p1, d):
+        P = np.array([p1, 1 - p1])
+        Q = np.array([p1 * np.exp(-d), 1 - p1 * np.exp(-d)])
+        return np.log(P), np.log(Q)
+
+    a, x = pair(0.3, 3.0), pair(0.02, 2.5)
+    log_P = _float32([a[0], x[0], x[0], x[0]])
+    log_Q = _float32([a[1], x[1], x[1], x[1]])
+    alone = np.asarray(native.gdp(log_P, log_Q))
+    grouped = np.asarray(native.gdp(log_P, log_Q, 2)).reshape(2, 2)
+    assert alone[0] > alone[1] > 0 and grouped[0, 1] == 0.0  # skipped in the first group
+    np.testing.assert_array_equal(grouped.max(1), alone.reshape(2, 2).max(1))
 
 
 def test_grouped_gdp_edge_cases_and_mechanism_level():

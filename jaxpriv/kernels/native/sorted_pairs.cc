@@ -219,7 +219,8 @@ float gdp_pair_in_logs(const Entry* entries, int m, double* suffix_p, double* su
 
 // `best`: in a group, the largest level solved so far (-1 before): a pair whose best vertex,
 // before its refinement, is clearly below it (by 1e-6 relative and 1e-7: Acklam's 1.2e-9
-// relative on probits of magnitude below 40) cannot be the group's max and reads 0, unrefined.
+// relative on probits of magnitude below 40) cannot be the group's max and reads -1 (skipped:
+// the caller writes 0, and does not keep it as the pair's level for another group).
 float gdp_pair(const float* log_P, const float* log_Q, int m, Entry* entries, double* suffix_p,
                double* suffix_q, double best_level = -1.0) {
   bool tiny = false;
@@ -251,7 +252,7 @@ float gdp_pair(const float* log_P, const float* log_Q, int m, Entry* entries, do
     }
   }
   if (best_P < 0.0) return 0.0f;
-  if (best + 1e-6 * best + 1e-7 < best_level) return 0.0f;
+  if (best + 1e-6 * best + 1e-7 < best_level) return -1.0f;
   const double mu = probit(best_Q, best_Q_out, true) - probit(best_P, best_P_out, true);
   return static_cast<float>(std::max(mu, 0.0));
 }
@@ -387,6 +388,7 @@ ffi::Error Gdp(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
   std::vector<float> last(2 * m);  // the last pair solved, in its direction, and its level
   bool solved = false;
   float last_mu = 0.0f;
+  double skipped_at = -kInf;  // or the best below which the last pair was skipped (read 0)
   solve_groups(
       count, group, out,
       [&](int64_t i) { return symmetric_max_log_ratio(p + i * m, q + i * m, mm); },
@@ -395,13 +397,18 @@ ffi::Error Gdp(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
         const float* second = q + i * m;
         if (std::memcmp(first, second, m * sizeof(float)) > 0) std::swap(first, second);
         if (solved && std::memcmp(first, last.data(), m * sizeof(float)) == 0 &&
-            std::memcmp(second, last.data() + m, m * sizeof(float)) == 0)
-          return last_mu;
-        last_mu = gdp_pair(first, second, mm, entries.data(), suffix.data(), suffix.data() + m,
-                           best);
+            std::memcmp(second, last.data() + m, m * sizeof(float)) == 0) {
+          if (skipped_at == -kInf) return last_mu;
+          // skipped below a best this group has reached too (in any group): still below it
+          if (best >= skipped_at) return 0.0f;
+        }
+        const float mu = gdp_pair(first, second, mm, entries.data(), suffix.data(),
+                                  suffix.data() + m, best);
         std::copy(first, first + m, last.begin());
         std::copy(second, second + m, last.begin() + m);
         solved = true;
+        skipped_at = mu < 0.0f ? best : -kInf;
+        last_mu = mu < 0.0f ? 0.0f : mu;
         return last_mu;
       },
       rr_gdp_threshold);
