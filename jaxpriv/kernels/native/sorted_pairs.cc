@@ -258,9 +258,11 @@ float gdp_pair(const float* log_P, const float* log_Q, int m, Entry* entries, do
 }
 
 // The number of pairs of (log_P, log_Q), shaped (..., m) alike, and m; an error where they or
-// the per-pair buffers (`sizes`: their element counts) do not match.
+// the per-pair buffers (`sizes`: their element counts) do not match, or `group` does not divide
+// the pairs.
 ffi::Error pair_shape(const ffi::Buffer<ffi::F32>& log_P, const ffi::Buffer<ffi::F32>& log_Q,
-                      std::initializer_list<size_t> sizes, int64_t* count_out, int64_t* m_out) {
+                      std::initializer_list<size_t> sizes, int64_t group, int64_t* count_out,
+                      int64_t* m_out) {
   const auto dims = log_P.dimensions();
   if (dims.size() < 1) return ffi::Error::InvalidArgument("log_P must have shape (..., m)");
   const int64_t m = dims[dims.size() - 1];
@@ -269,6 +271,8 @@ ffi::Error pair_shape(const ffi::Buffer<ffi::F32>& log_P, const ffi::Buffer<ffi:
   bool match = log_Q.element_count() == log_P.element_count();
   for (size_t size : sizes) match = match && static_cast<int64_t>(size) == count;
   if (!match) return ffi::Error::InvalidArgument("log_P, log_Q and the per-pair buffers must match");
+  if (group < 1 || count % group != 0)
+    return ffi::Error::InvalidArgument("group must be a positive divisor of the pairs");
   *count_out = count;
   *m_out = m;
   return ffi::Error::Success();
@@ -285,19 +289,6 @@ double max_log_ratio(const float* log_P, const float* log_Q, int m) {
     if (lp == -kInf) continue;
     if (lq == -kInf) return kInf;
     top = std::max(top, lp - lq);
-  }
-  return top;
-}
-
-// max(D_inf(P || Q), D_inf(Q || P)) in one pass, as max_log_ratio both ways.
-double symmetric_max_log_ratio(const float* log_P, const float* log_Q, int m) {
-  double top = 0.0;
-  for (int i = 0; i < m; ++i) {
-    const double lp = log_P[i], lq = log_Q[i];
-    if (std::isnan(lp) || std::isnan(lq)) return kInf;
-    if (lp == -kInf && lq == -kInf) continue;
-    if (lp == -kInf || lq == -kInf) return kInf;
-    top = std::max(top, std::fabs(lp - lq));
   }
   return top;
 }
@@ -375,10 +366,8 @@ void solve_groups(int64_t count, int64_t group, float* out, Bound bound_of, Solv
 ffi::Error Gdp(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
                ffi::ResultBuffer<ffi::F32> mu, int64_t group) {
   int64_t count, m;
-  const ffi::Error shape = pair_shape(log_P, log_Q, {mu->element_count()}, &count, &m);
+  const ffi::Error shape = pair_shape(log_P, log_Q, {mu->element_count()}, group, &count, &m);
   if (shape.failure()) return shape;
-  if (group < 1 || count % group != 0)
-    return ffi::Error::InvalidArgument("group must be a positive divisor of the pairs");
   std::vector<Entry> entries(m);
   std::vector<double> suffix(2 * m);
   const float* p = log_P.typed_data();
@@ -391,7 +380,10 @@ ffi::Error Gdp(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
   double skipped_at = -kInf;  // or the best below which the last pair was skipped (read 0)
   solve_groups(
       count, group, out,
-      [&](int64_t i) { return symmetric_max_log_ratio(p + i * m, q + i * m, mm); },
+      [&](int64_t i) {
+        return std::max(max_log_ratio(p + i * m, q + i * m, mm),
+                        max_log_ratio(q + i * m, p + i * m, mm));
+      },
       [&](int64_t i, double best) {
         const float* first = p + i * m;
         const float* second = q + i * m;
@@ -424,10 +416,9 @@ ffi::Error EpsAtDelta(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
                       ffi::Buffer<ffi::F32> delta, ffi::ResultBuffer<ffi::F32> eps,
                       int64_t group) {
   int64_t count, m;
-  const ffi::Error shape = pair_shape(log_P, log_Q, {delta.element_count(), eps->element_count()}, &count, &m);
+  const ffi::Error shape = pair_shape(log_P, log_Q, {delta.element_count(), eps->element_count()},
+                                      group, &count, &m);
   if (shape.failure()) return shape;
-  if (group < 1 || count % group != 0)
-    return ffi::Error::InvalidArgument("group must be a positive divisor of the pairs");
   std::vector<Entry> entries(m);
   const float* p = log_P.typed_data();
   const float* q = log_Q.typed_data();

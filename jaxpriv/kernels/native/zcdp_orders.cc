@@ -72,10 +72,19 @@ inline void expm1_phi(double x, double* em1, double* f) {
   }
 }
 
-// phi(x) = e^x - 1 - x as expm1_phi's value, branch-free (both forms, then a select).
+// expm1_phi's values by fast_expm1, branch-free (both forms, then a select: a loop of it
+// vectorizes), and phi alone.
+inline void fast_expm1_phi(double x, double* em1, double* f) {
+  const double direct = fast_expm1(x), series = phi_series(x);
+  const bool small = std::fabs(x) < 0.01;
+  *f = small ? series : direct - x;
+  *em1 = small ? series + x : direct;
+}
+
 inline double fast_phi(double x) {
-  const double direct = fast_expm1(x) - x;
-  return std::fabs(x) < 0.01 ? phi_series(x) : direct;
+  double em1, f;
+  fast_expm1_phi(x, &em1, &f);
+  return f;
 }
 
 struct Pair {
@@ -120,12 +129,9 @@ inline void with_slope(const Pair& pair, double t, bool slopes, double* g, doubl
     }
   } else {
     double S = t * pair.kl, dS = pair.kl, ddS = 0.0;
-    for (int i = 0; i < pair.size; ++i) {  // expm1_phi's values, branch-free (it vectorizes)
-      const double x = t * pair.l[i];
-      const double direct = fast_expm1(x), series = phi_series(x);
-      const bool small = std::fabs(x) < 0.01;
-      const double f = small ? series : direct - x;
-      const double em1 = small ? series + x : direct;
+    for (int i = 0; i < pair.size; ++i) {
+      double em1, f;
+      fast_expm1_phi(t * pair.l[i], &em1, &f);
       const double p = pair.p[i], l = pair.l[i];
       S += p * f;
       if (slopes) {
@@ -197,10 +203,15 @@ struct Point {
   double u, t, g;
 };
 
+// The bound of D_alpha/alpha between the orders tl < tr where it is gl, gr (branch-free).
+inline double bound_between(double d_inf, double tl, double gl, double tr, double gr) {
+  const double chord = chord_sup(tl, tr, gl * tl * (tl + 1.0), gr * tr * (tr + 1.0));
+  return tr > kChordTop ? d_inf / (tl + 1.0) : chord;
+}
+
 // The bound of D_alpha/alpha over [a.u, b.u].
 inline double interval_bound(const Pair& pair, const Point& a, const Point& b) {
-  if (b.t > kChordTop) return pair.d_inf / (a.t + 1.0);
-  return chord_sup(a.t, b.t, a.g * a.t * (a.t + 1.0), b.g * b.t * (b.t + 1.0));
+  return bound_between(pair.d_inf, a.t, a.g, b.t, b.g);
 }
 
 // interval_bound of each of the count - 1 intervals between neighbouring points (bounds[j]: of
@@ -211,11 +222,8 @@ inline void interval_bounds(const Pair& pair, const Point* points, int count, do
   double t[kMaxPoints], g[kMaxPoints];
   for (int j = 0; j < count; ++j) t[j] = points[j].t, g[j] = points[j].g;
   const double d_inf = pair.d_inf;
-  for (int j = 0; j + 1 < count; ++j) {
-    const double tl = t[j], tr = t[j + 1];
-    const double chord = chord_sup(tl, tr, g[j] * tl * (tl + 1.0), g[j + 1] * tr * (tr + 1.0));
-    bounds[j] = tr > kChordTop ? d_inf / (tl + 1.0) : chord;
-  }
+  for (int j = 0; j + 1 < count; ++j)
+    bounds[j] = bound_between(d_inf, t[j], g[j], t[j + 1], g[j + 1]);
 }
 
 // How a pair's level is known before any search: NaN, infinite or 0.
@@ -321,8 +329,7 @@ void output_terms(const float* log_P, const float* log_Q, int64_t count, Terms& 
     const double p = fast_exp(lp), q = fast_exp(lq);  // 0 at -inf
     const double l = valid ? lp - lq : 0.0;
     // P phi(-L), as prepare: Q - P + P L where phi(-L) would overflow
-    const double phi = std::fabs(l) < 0.01 ? phi_series(-l) : fast_expm1(-l) + l;
-    const double term = -l > kLargeExponent ? q - p + p * l : p * phi;
+    const double term = -l > kLargeExponent ? q - p + p * l : p * fast_phi(-l);
     kl_term[e] = valid ? term : (p_zero & !nan ? q : 0.0);
     l_out[e] = l;
     p_out[e] = valid ? p : 0.0;
@@ -381,7 +388,7 @@ double ceiling_of(const Summary& s) {
     top = std::max(top, (a * s.d_inf + drift) / (t_star + 1.0));
   }
   const double ceiling = top + std::fabs(s.sum_p - 1.0);
-  return ceiling >= s.kl ? ceiling : (ceiling < s.kl ? s.kl : kInfinity);  // NaN: +inf
+  return std::isnan(ceiling) ? kInfinity : std::max(s.kl, ceiling);
 }
 
 // The value and order of a settled pair.
@@ -503,7 +510,7 @@ struct Scratch {
   std::vector<int> index;          // m: the canonical order
   std::vector<float> forms;        // group x 2m: each gridded pair's canonical logs
   std::vector<uint64_t> hashes;    // group
-  std::vector<int64_t> by_hash, same, open, slot;
+  std::vector<int64_t> pending, same, open, slot;
   std::vector<int64_t> table;      // the twins' hash table
   std::vector<double> ceilings;
   std::vector<Point> grids;        // kGrid per gridded pair of a group (at slot[i]): its grid
@@ -557,7 +564,7 @@ void group_of_pairs(const float* log_P, const float* log_Q, int m, int64_t size,
                     Scratch& scratch, float* value, float* order) {
   float* forms = scratch.forms.data();
   uint64_t* hashes = scratch.hashes.data();
-  int64_t* by_hash = scratch.by_hash.data();
+  int64_t* pending = scratch.pending.data();  // the unsettled pairs, in index order
   int64_t* same = scratch.same.data();
   int64_t* open = scratch.open.data();
   double* ceilings = scratch.ceilings.data();
@@ -584,10 +591,9 @@ void group_of_pairs(const float* log_P, const float* log_Q, int m, int64_t size,
     value[i] = static_cast<float>(summary.kl * kBelowKl);
     order[i] = -std::numeric_limits<float>::infinity();
     best = std::max(best, summary.kl * kBelowKl);
-    const double ceiling = ceiling_of(summary);
-    ceilings[i] = ceiling >= summary.kl ? ceiling : kInfinity;  // never NaN: the sort needs an order
+    ceilings[i] = ceiling_of(summary);  // never NaN: the sort needs an order
     hashes[i] = summary.hash;
-    by_hash[unsettled++] = i;
+    pending[unsettled++] = i;
   }
   // twins: equal hashes (an open-addressing table of the unsettled pairs, in index order),
   // confirmed in canonical order; the pairs whose ceiling reaches the best KL, by ceiling
@@ -597,7 +603,7 @@ void group_of_pairs(const float* log_P, const float* log_Q, int m, int64_t size,
   int64_t* table = scratch.table.data();
   int64_t opened = 0;
   for (int64_t k = 0; k < unsettled; ++k) {
-    const int64_t i = by_hash[k];
+    const int64_t i = pending[k];
     size_t at = hashes[i] & (slots - 1);
     for (; table[at] >= 0; at = (at + 1) & (slots - 1)) {
       const int64_t r = table[at];  // r < i
@@ -683,7 +689,7 @@ ffi::Error ZcdpOrders(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
   }
   scratch.forms.resize(group * 2 * m);
   scratch.hashes.resize(group);
-  scratch.by_hash.resize(group);
+  scratch.pending.resize(group);
   scratch.same.resize(group);
   scratch.open.resize(group);
   scratch.slot.resize(group);
