@@ -139,8 +139,18 @@ def block_group(config, devices: int) -> int:
     return group
 
 
+class _BlockSeeds(NamedTuple):
+    """A chunk's seed-word function (:func:`_block_seeds`) and what its program is built from
+    beyond its arguments' signature: the blocks (they set its output) and the devices."""
+    jitted: Callable
+    made_of: tuple
+
+    def __call__(self, key_data, chunk_index):
+        return self.jitted(key_data, chunk_index)
+
+
 @functools.cache
-def _block_seeds(devices: tuple, blocks: int):
+def _block_seeds(devices: tuple, blocks: int) -> _BlockSeeds:
     """The jitted ``(key_data, chunk_index) -> NativeSeeds`` of a chunk's ``blocks`` blocks
     (block ``i``'s key is ``fold_in(key, i)``), whole on every device of ``devices``: one
     function for every sweep (of any relation) with these, compiled once a process
@@ -154,23 +164,18 @@ def _block_seeds(devices: tuple, blocks: int):
             indices)
     jitted = jax.jit(seeds, out_shardings=NamedSharding(mesh, PartitionSpec()),
                      compiler_options=fused.integer_program_options())
-    # what the program is built from beyond its arguments' signature (the blocks set its output)
-    _SEEDS_MADE_OF[jitted] = (blocks, tuple((d.platform, d.id) for d in devices))
-    return jitted
+    return _BlockSeeds(jitted, (blocks, tuple((d.platform, d.id) for d in devices)))
 
 
-_SEEDS_MADE_OF: dict = {}
-
-
-def _compiled_seeds(jitted, key_data, chunk_index):
-    """``jitted`` (:func:`_block_seeds`) compiled for these arguments: once a process
+def _compiled_seeds(block_seeds: _BlockSeeds, key_data, chunk_index):
+    """``block_seeds`` compiled for these arguments: once a process
     (:func:`jaxpriv.engines.programs.shared`), and on disk once for every relation
     (:func:`jaxpriv.engines.program_cache.compile_shared`), keyed by its blocks and devices
     besides its arguments."""
-    made_of = _SEEDS_MADE_OF[jitted]
+    made_of = block_seeds.made_of
     key = ("sweep seeds", made_of, program_cache.signature((key_data, chunk_index)))
     return programs.shared(key, lambda: program_cache.compile_shared(
-        "sweep seeds", jitted, key_data, chunk_index, extra=made_of))
+        "sweep seeds", block_seeds.jitted, key_data, chunk_index, extra=made_of))
 
 
 def choose_screen(relation, use_fused: bool | None = None) -> bool:

@@ -67,18 +67,24 @@ def zcdp(mech: Mechanism, neighbours=None) -> Float[Array, "*b"]:
     float32 on a CPU, else :func:`jaxpriv.core.pair_levels.zcdp`."""
     if not uses_native_kernel(mech.log_K):
         return reference.zcdp(mech, neighbours)
-    if neighbours is not None:  # a pair that does not count must not decide one that does
-        return _pair_level(zcdp_pair, mech.log_K, neighbours)
-    return _pair_level(_grouped_zcdp_pair, mech.log_K)
+    return _mechanism_level(zcdp_pair, _native_zcdp, mech.log_K, neighbours)
 
 
-def _grouped_zcdp_pair(log_P: Float[Array, "*b r n m"], log_Q: Float[Array, "*b r n m"]
-                       ) -> Float[Array, "*b r n"]:
-    """``ρ`` of a mechanism's ``r × n`` ordered pairs (all of them, or a block of rows), only
-    their max exact: the native kernel with the pairs as one group, which skips a pair whose
-    upper bound is below the best level found (:func:`jaxpriv.kernels.native.zcdp_orders`)."""
-    log_P, log_Q = jnp.broadcast_arrays(log_P, log_Q)
-    return _native_zcdp(log_P, log_Q, log_P.shape[-3] * log_P.shape[-2])
+def _mechanism_level(pair_level, native_level, log_K, neighbours, **params):
+    """The max over a mechanism's counted pairs. With ``neighbours`` every pair alone
+    (``pair_level``: a pair that does not count must not decide one that does); else each
+    mechanism's ``r × n`` ordered pairs (all of them, or a block of rows) as one group of the
+    native kernel, ``native_level(log_P, log_Q, group, **params)``, which skips a pair whose upper
+    bound is below the best level found: only the max is exact, and it is the same bit for bit
+    (:func:`jaxpriv.kernels.native.zcdp_orders` and the others say how)."""
+    if neighbours is not None:
+        return _pair_level(pair_level, log_K, neighbours, **params)
+
+    def grouped(log_P: Float[Array, "*b r n m"], log_Q: Float[Array, "*b r n m"], **params):
+        log_P, log_Q = jnp.broadcast_arrays(log_P, log_Q)
+        return native_level(log_P, log_Q, log_P.shape[-3] * log_P.shape[-2], **params)
+
+    return _pair_level(grouped, log_K, **params)
 
 
 def zcdp_pair(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"]) -> Float[Array, "*p"]:
@@ -95,19 +101,8 @@ def eps_at_delta(mech: Mechanism, delta=1e-5, neighbours=None) -> Float[Array, "
     if not uses_native_kernel(mech.log_K):
         return reference.eps_at_delta(mech, delta, neighbours)
     value = _number("eps_at_delta", "delta", delta, lambda v: 0.0 < v < 1.0, "in (0, 1)")
-    if neighbours is not None:  # a pair that does not count must not decide one that does
-        return _pair_level(eps_at_delta_pair, mech.log_K, neighbours, delta=value)
-    return _pair_level(_grouped_eps_at_delta_pair, mech.log_K, delta=value)
-
-
-def _grouped_eps_at_delta_pair(log_P: Float[Array, "*b r n m"], log_Q: Float[Array, "*b r n m"],
-                               delta) -> Float[Array, "*b r n"]:
-    """``ε(δ)`` of a mechanism's ``r × n`` ordered pairs (all of them, or a block of rows), only
-    their max exact: the native kernel with the pairs as one group, which skips a pair whose
-    ``D_∞`` is below the best ε found (:func:`jaxpriv.kernels.native.eps_at_delta`)."""
-    log_P, log_Q = jnp.broadcast_arrays(log_P, log_Q)
-    delta = jnp.broadcast_to(jnp.asarray(delta, jnp.float32), log_P.shape[:-1])
-    return _native_eps(log_P, log_Q, delta, log_P.shape[-3] * log_P.shape[-2])
+    return _mechanism_level(eps_at_delta_pair, _native_eps_of_pairs, mech.log_K, neighbours,
+                            delta=value)
 
 
 def eps_at_delta_pair(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"], delta
@@ -116,9 +111,13 @@ def eps_at_delta_pair(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"], 
     :func:`jaxpriv.core.pair_notions.eps_at_delta_pair`."""
     if not uses_native_kernel(log_P, log_Q):
         return reference_eps(log_P, log_Q, delta)
-    log_P, log_Q = jnp.broadcast_arrays(log_P, log_Q)
+    return _native_eps_of_pairs(*jnp.broadcast_arrays(log_P, log_Q), 1, delta=delta)
+
+
+def _native_eps_of_pairs(log_P, log_Q, group, delta):
+    """The native ε(δ) of pairs of one shape, δ broadcast to one per pair (float32)."""
     delta = jnp.broadcast_to(jnp.asarray(delta, jnp.float32), log_P.shape[:-1])
-    return _native_eps(log_P, log_Q, delta)
+    return _native_eps(log_P, log_Q, delta, group)
 
 
 def gdp(mech: Mechanism, neighbours=None) -> Float[Array, "*b"]:
@@ -126,17 +125,7 @@ def gdp(mech: Mechanism, neighbours=None) -> Float[Array, "*b"]:
     on a CPU, else :func:`jaxpriv.core.pair_notions.gdp`."""
     if not uses_native_kernel(mech.log_K):
         return pair_notions.gdp(mech, neighbours)
-    if neighbours is not None:  # a pair that does not count must not decide one that does
-        return _pair_level(gdp_pair, mech.log_K, neighbours)
-    return _pair_level(_grouped_gdp_pair, mech.log_K)
-
-
-def _grouped_gdp_pair(log_P: Float[Array, "*b r n m"], log_Q: Float[Array, "*b r n m"]
-                      ) -> Float[Array, "*b r n"]:
-    """``μ`` of a mechanism's ``r × n`` ordered pairs, only their max exact: the native kernel
-    with the pairs as one group (:func:`jaxpriv.kernels.native.gdp`)."""
-    log_P, log_Q = jnp.broadcast_arrays(log_P, log_Q)
-    return _native_gdp(log_P, log_Q, log_P.shape[-3] * log_P.shape[-2])
+    return _mechanism_level(gdp_pair, _native_gdp, mech.log_K, neighbours)
 
 
 def gdp_pair(log_P: Float[Array, "*p m"], log_Q: Float[Array, "*p m"]) -> Float[Array, "*p"]:
