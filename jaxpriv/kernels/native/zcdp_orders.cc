@@ -508,13 +508,11 @@ struct Scratch {
   std::vector<double> heap;        // 3m doubles where m > 64: Pair's L, P and log P
   std::vector<float> sorted;       // 4m floats: two pairs' canonical log P, log Q
   std::vector<int> index;          // m: the canonical order
-  std::vector<float> forms;        // group x 2m: each gridded pair's canonical logs
+  std::vector<float> forms;        // 2m: the pair being gridded, in canonical order
   std::vector<uint64_t> hashes;    // group
-  std::vector<int64_t> pending, same, open, slot;
+  std::vector<int64_t> pending, same, open;
   std::vector<int64_t> table;      // the twins' hash table
   std::vector<double> ceilings;
-  std::vector<Point> grids;        // kGrid per gridded pair of a group (at slot[i]): its grid
-  std::vector<int> grid_best;      // per gridded pair: its grid's best point
   Terms terms;                     // group x m: the outputs' terms (output_terms)
   double* heap_L() { return heap.empty() ? nullptr : heap.data(); }
   double* heap_P() { return heap.empty() ? nullptr : heap.data() + heap.size() / 3; }
@@ -552,17 +550,18 @@ constexpr double kBelowKl = 1.0 - 1e-12;  // a skipped pair's KL from its summar
 // A group of `size` pairs (the ordered pairs of one mechanism's rows) whose max is what is
 // wanted, each pair settled as cheaply as the others allow. First each pair's summary (its
 // outputs in the given order: settled or not, KL, the ceiling of ceiling_of and a hash of its
-// outputs); pairs equal in canonical order (canonical: equal hashes, then confirmed) are solved
-// once. Then, in order of decreasing ceiling while one, raised by kPruneMargin, reaches the best
-// level so far, the pair in canonical order, its first grid of orders and that grid's ceiling
-// (grid_ceiling); then the searches in order of decreasing grid ceiling while one reaches the
-// best level. A searched pair's value and order are one_pair's (it is in the same canonical
+// outputs); of the pairs whose ceiling, raised by kPruneMargin, reaches the best KL, those
+// equal in canonical order (canonical: equal hashes, then confirmed) are solved once. Then, in
+// order of decreasing ceiling while one reaches the best level so far, the pair in canonical
+// order and its first grid of orders; and its search where that grid's ceiling (grid_ceiling)
+// still reaches the best level, which its grid may have raised. (Before: every such pair's grid
+// first, then the searches: the same pairs searched, a second prepare() of each, its grid kept
+// between.) A searched pair's value and order are one_pair's (it is in the same canonical
 // order); a skipped pair reads its KL (rounded down) and the order -inf: a lower bound of its
 // level, below the best by a factor 1 + kPruneMargin in double precision, so below the group's
 // max in float32 too. So the max over the group, and which pairs attain it, are one_pair's.
 void group_of_pairs(const float* log_P, const float* log_Q, int m, int64_t size, Pair& pair,
                     Scratch& scratch, float* value, float* order) {
-  float* forms = scratch.forms.data();
   uint64_t* hashes = scratch.hashes.data();
   int64_t* pending = scratch.pending.data();  // the unsettled pairs, in index order
   int64_t* same = scratch.same.data();
@@ -595,8 +594,8 @@ void group_of_pairs(const float* log_P, const float* log_Q, int m, int64_t size,
     hashes[i] = summary.hash;
     pending[unsettled++] = i;
   }
-  // twins: equal hashes (an open-addressing table of the unsettled pairs, in index order),
-  // confirmed in canonical order; the pairs whose ceiling reaches the best KL, by ceiling
+  // the pairs whose ceiling reaches the best KL, less twins: equal hashes (an open-addressing
+  // table of those pairs, in index order), confirmed in canonical order
   size_t slots = 16;
   while (slots < 2 * static_cast<size_t>(unsettled)) slots *= 2;
   scratch.table.assign(slots, -1);
@@ -604,6 +603,9 @@ void group_of_pairs(const float* log_P, const float* log_Q, int m, int64_t size,
   int64_t opened = 0;
   for (int64_t k = 0; k < unsettled; ++k) {
     const int64_t i = pending[k];
+    // a pair that cannot reach the best KL is skipped whether it has a twin or not: no
+    // twin is looked for (confirming one sorts two pairs' outputs)
+    if (!reaches(ceilings[i], best)) continue;
     size_t at = hashes[i] & (slots - 1);
     for (; table[at] >= 0; at = (at + 1) & (slots - 1)) {
       const int64_t r = table[at];  // r < i
@@ -617,40 +619,20 @@ void group_of_pairs(const float* log_P, const float* log_Q, int m, int64_t size,
     }
     if (same[i] != i) continue;
     table[at] = i;
-    if (reaches(ceilings[i], best)) open[opened++] = i;
+    open[opened++] = i;
   }
   std::sort(open, open + opened, by_ceiling);
-  int64_t gridded = 0;
-  for (; gridded < opened && reaches(ceilings[open[gridded]], best); ++gridded) {
-    const int64_t i = open[gridded];
-    float* form = forms + gridded * 2 * m;
+  float* form = scratch.forms.data();  // 2m floats: the pair in canonical order
+  for (int64_t k = 0; k < opened && reaches(ceilings[open[k]], best); ++k) {
+    const int64_t i = open[k];
     canonical(in_P(i), in_Q(i), m, scratch.index.data(), form, form + m);
     prepare(form, form + m, m, pair, scratch.heap_L(), scratch.heap_P(), scratch.heap_LP());
     Search s;
     grid_points(pair, s);
-    const Point& top = s.points[s.best];
-    best = std::max(best, top.g);  // a lower bound of the pair's level (and so of the max)
+    const double grid_best = s.points[s.best].g;  // a lower bound of the pair's level
+    best = std::max(best, grid_best);
     const double ceiling = grid_ceiling(pair, s);
-    ceilings[i] = ceiling >= top.g ? ceiling : kInfinity;
-    // kept for its search below: the grid is the costly part of a pair settled this far
-    if (scratch.grid_best.size() <= static_cast<size_t>(gridded)) {
-      scratch.grids.resize((gridded + 1) * kGrid);
-      scratch.grid_best.resize(gridded + 1);
-    }
-    std::copy(s.points, s.points + kGrid, scratch.grids.begin() + gridded * kGrid);
-    scratch.grid_best[gridded] = s.best;
-    scratch.slot[i] = gridded;
-  }
-  std::sort(open, open + gridded, by_ceiling);
-  for (int64_t k = 0; k < gridded && reaches(ceilings[open[k]], best); ++k) {
-    const int64_t i = open[k];
-    const float* form = forms + scratch.slot[i] * 2 * m;
-    prepare(form, form + m, m, pair, scratch.heap_L(), scratch.heap_P(), scratch.heap_LP());
-    Search s;
-    const Point* grid = scratch.grids.data() + scratch.slot[i] * kGrid;
-    std::copy(grid, grid + kGrid, s.points);
-    s.count = kGrid;
-    s.best = scratch.grid_best[scratch.slot[i]];
+    if (!reaches(ceiling >= grid_best ? ceiling : kInfinity, best)) continue;
     const double level = searched_level(pair, s, order + i);
     value[i] = static_cast<float>(level);
     best = std::max(best, level);
@@ -687,12 +669,11 @@ ffi::Error ZcdpOrders(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
     for (int64_t i = 0; i < count; ++i) one_pair(p + i * m, q + i * m, mm, pair, scratch, v + i, o + i);
     return ffi::Error::Success();
   }
-  scratch.forms.resize(group * 2 * m);
+  scratch.forms.resize(2 * m);
   scratch.hashes.resize(group);
   scratch.pending.resize(group);
   scratch.same.resize(group);
   scratch.open.resize(group);
-  scratch.slot.resize(group);
   scratch.ceilings.resize(group);
   scratch.terms.resize(group * m);
   for (int64_t first = 0; first < count; first += group)
