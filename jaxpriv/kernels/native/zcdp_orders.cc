@@ -431,30 +431,48 @@ void grid_points(const Pair& pair, Search& s) {
   }
 }
 
-// Above every value the search from the first grid's points can return: KL, the points' values
-// and the bound of each interval (interval_bounds).
-double grid_ceiling(const Pair& pair, const Search& s) {
+constexpr double kPruneMargin = 1e-6;  // a ceiling below best / (1 + this) is skipped
+constexpr double kLeastPruned = 1e-30;  // below, nothing is skipped (float32's spacing there)
+
+// Whether a pair whose level is at most `ceiling` may reach `best` (the group's best level).
+inline bool reaches(double ceiling, double best) {
+  return best < kLeastPruned || !(ceiling * (1.0 + kPruneMargin) < best);
+}
+
+// Above every value the search from the points in `s` can return: KL, the points' values and
+// the bound of each interval (s.bounds); +inf where a value or a bound is not a number.
+double ceiling_now(const Pair& pair, const Search& s) {
   for (int j = 0; j < s.count; ++j)
     if (!std::isfinite(s.points[j].g)) return kInfinity;  // no bound: search it
-  double bounds[kMaxPoints];
-  interval_bounds(pair, s.points, s.count, bounds);
   double top = std::max(pair.kl, s.points[s.best].g);
   for (int j = 0; j + 1 < s.count; ++j) {
-    if (!(bounds[j] >= 0.0)) return kInfinity;  // NaN
-    top = std::max(top, bounds[j]);
+    if (!(s.bounds[j] >= 0.0)) return kInfinity;  // NaN
+    top = std::max(top, s.bounds[j]);
   }
   return top;
 }
 
-// The search from the first grid: the branch-and-bound rounds, then Newton's steps; rho (in
-// double precision) and its order.
-double finish(const Pair& pair, Search& s, float* order) {
+// The first grid's interval bounds (into s.bounds, which its search reads) and ceiling_now.
+double grid_ceiling(const Pair& pair, Search& s) {
+  interval_bounds(pair, s.points, s.count, s.bounds);
+  return ceiling_now(pair, s);
+}
+
+// The search from the first grid (its bounds in s.bounds): the branch-and-bound rounds, then
+// Newton's steps; rho (in double precision) and its order. In a group, with `floor` its best
+// level so far: where after a round the pair's ceiling (ceiling_now) no longer reaches it, the
+// pair cannot attain the group's max: -inf, and the rest of its search is skipped. Else the
+// rounds and steps are those without a floor (which interval a round splits does not depend on
+// it), and so is the value.
+double finish(const Pair& pair, Search& s, float* order, double floor = -kInfinity) {
   Point* points = s.points;
   double* bounds = s.bounds;
   int& count = s.count;
   int& best = s.best;
   const double kl = pair.kl;
+  const auto abandoned = [&] { return floor > -kInfinity && !reaches(ceiling_now(pair, s), floor); };
   for (int round = 0; round < kRounds; ++round) {
+    if (round > 0 && abandoned()) return -kInfinity;
     int widest = 0;
     for (int j = 1; j + 1 < count; ++j)
       if (bounds[j] > bounds[widest]) widest = j;
@@ -479,15 +497,16 @@ double finish(const Pair& pair, Search& s, float* order) {
     for (int j = widest; j <= widest + kSplit; ++j)
       bounds[j] = interval_bound(pair, points[j], points[j + 1]);
   }
+  if (abandoned()) return -kInfinity;
   // Newton's method on N(t) = 0 between the best point's neighbours, safeguarded: the bracket
   // keeps N > 0 (g rising) at its left end and N < 0 at its right, a step that leaves it or
   // goes uphill in N' is a bisection in u
   double lo = points[best > 0 ? best - 1 : 0].t, hi = points[best + 1 < count ? best + 1 : best].t;
-  double t = points[best].t, g = points[best].g, u = points[best].u;
+  double t = points[best].t, g = points[best].g, at = -1.0;  // at: a step's t that beat g
   for (int step = 0; step < kNewtonSteps; ++step) {
     double gt, n, dn;
     with_slope(pair, t, true, &gt, &n, &dn);
-    if (gt > g) g = gt, u = std::log(t);
+    if (gt > g) g = gt, at = t;
     if (n > 0.0) lo = t; else hi = t;
     double next = dn < 0.0 ? t - n / dn : -1.0;
     if (!(next > lo && next < hi)) next = std::sqrt(lo * hi);
@@ -498,7 +517,7 @@ double finish(const Pair& pair, Search& s, float* order) {
     *order = -std::numeric_limits<float>::infinity();
     return kl;
   }
-  *order = static_cast<float>(u);
+  *order = static_cast<float>(at > 0.0 ? std::log(at) : points[best].u);
   return g;
 }
 
@@ -543,8 +562,6 @@ void one_pair(const float* log_P, const float* log_Q, int m, Pair& pair, Scratch
   *value = static_cast<float>(searched_level(pair, s, order));
 }
 
-constexpr double kPruneMargin = 1e-6;  // a ceiling below best / (1 + this) is skipped
-constexpr double kLeastPruned = 1e-30;  // below, nothing is skipped (float32's spacing there)
 constexpr double kBelowKl = 1.0 - 1e-12;  // a skipped pair's KL from its summary, rounded down
 
 // A group of `size` pairs (the ordered pairs of one mechanism's rows) whose max is what is
@@ -571,9 +588,6 @@ void group_of_pairs(const float* log_P, const float* log_Q, int m, int64_t size,
   float* theirs = mine + 2 * m;
   const auto in_P = [&](int64_t i) { return log_P + i * m; };
   const auto in_Q = [&](int64_t i) { return log_Q + i * m; };
-  const auto reaches = [](double ceiling, double best) {
-    return best < kLeastPruned || !(ceiling * (1.0 + kPruneMargin) < best);
-  };
   const auto by_ceiling = [&](int64_t a, int64_t b) { return ceilings[a] > ceilings[b]; };
   double best = -kInfinity;
   int64_t unsettled = 0;
@@ -633,8 +647,11 @@ void group_of_pairs(const float* log_P, const float* log_Q, int m, int64_t size,
     best = std::max(best, grid_best);
     const double ceiling = grid_ceiling(pair, s);
     if (!reaches(ceiling >= grid_best ? ceiling : kInfinity, best)) continue;
-    const double level = searched_level(pair, s, order + i);
+    float at;
+    const double level = finish(pair, s, &at, best);
+    if (level == -kInfinity) continue;  // it cannot attain the max: its KL stays
     value[i] = static_cast<float>(level);
+    order[i] = at;
     best = std::max(best, level);
   }
   for (int64_t i = 0; i < size; ++i)
