@@ -51,28 +51,18 @@ constexpr int kMaxPoints = kGrid + kSplit * kRounds;
 constexpr double kTolerance = 1e-7;  // relative gap below which no interval is split
 constexpr int kNewtonSteps = 12;     // safeguarded Newton steps between the best point's neighbours
 constexpr double kLow = -13.815510557964274;   // log(1e-6): alpha - 1 from 1e-6
-constexpr double kCap = 345.38776394910684;    // log(1e150): alpha - 1 at most 1e150
-constexpr double kChordTop = 1e150;  // beyond, t (t + 1) would overflow: the bound D_inf/(t+1)
+constexpr double kChordTop = 1e150;  // alpha - 1 at most this; beyond, t (t + 1) would overflow:
+                                     // the bound D_inf/(t + 1)
 constexpr double kLargeExponent = 600.0;  // beyond, e^{t L} would near overflow
 
-// expm1(x) and phi(x) = e^x - 1 - x, phi without cancellation near 0: its series x^2/2! + ... +
-// x^6/6! for |x| < 1/100 (the remainder is below 3e-14 of the sum there), else expm1(x) - x
-// (relative error below 5e-14 for |x| >= 1/100).
+// phi(x) = e^x - 1 - x without cancellation near 0: its series x^2/2! + ... + x^6/6! for
+// |x| < 1/100 (the remainder is below 3e-14 of the sum there), else expm1(x) - x (relative error
+// below 5e-14 for |x| >= 1/100).
 inline double phi_series(double x) {
   return x * x * (0.5 + x * (1.0 / 6.0 + x * (1.0 / 24.0 + x * (1.0 / 120.0 + x / 720.0))));
 }
 
-inline void expm1_phi(double x, double* em1, double* f) {
-  if (std::fabs(x) < 0.01) {
-    *f = phi_series(x);
-    *em1 = *f + x;
-  } else {
-    *em1 = std::expm1(x);
-    *f = *em1 - x;
-  }
-}
-
-// expm1_phi's values by fast_expm1, branch-free (both forms, then a select: a loop of it
+// expm1(x) and phi(x) by fast_expm1, branch-free (both forms, then a select: a loop of it
 // vectorizes), and phi alone.
 inline void fast_expm1_phi(double x, double* em1, double* f) {
   const double direct = fast_expm1(x), series = phi_series(x);
@@ -257,7 +247,7 @@ Settled prepare(const float* log_P, const float* log_Q, int m, Pair& pair, doubl
       continue;
     }
     const double l = lp - lq;
-    const double p = std::exp(lp);
+    const double p = lp < -700.0 ? std::exp(lp) : fast_exp(lp);  // fast_exp: 0 below -700
     L[pair.size] = l;
     P[pair.size] = p;
     LP[pair.size] = lp;
@@ -268,9 +258,7 @@ Settled prepare(const float* log_P, const float* log_Q, int m, Pair& pair, doubl
       const double q = std::exp(lq);
       kl += q - p + p * l;
     } else {
-      double em1, f;
-      expm1_phi(-l, &em1, &f);
-      kl += p * f;
+      kl += p * fast_phi(-l);
     }
     d_inf = std::max(d_inf, l);
   }
@@ -412,9 +400,9 @@ struct Search {
 void grid_points(const Pair& pair, Search& s) {
   // the sup lies in t <= max(2, D_inf/KL) - 1: beyond, D_alpha/alpha <= D_inf/alpha <= KL
   const double kl = pair.kl, d_inf = pair.d_inf;
-  double log_top = kl > 0.0 ? std::log(d_inf) - std::log(kl) : kCap;
-  log_top = std::clamp(log_top, std::log(2.0), kCap);
-  const double high = log_top + std::log1p(-std::exp(-log_top));
+  // high = log(top - 1), top = D_inf/KL within [2, kChordTop] (fast_log1p: no library call)
+  const double top = std::clamp(kl > 0.0 ? d_inf / kl : kInfinity, 2.0, kChordTop);
+  const double high = fast_log1p(top - 2.0);
   double ts[kGrid], gs[kGrid];
   double us[kGrid];
   for (int j = 0; j < kGrid; ++j) {
