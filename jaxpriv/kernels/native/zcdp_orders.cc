@@ -165,28 +165,32 @@ inline void over_orders(const Pair& pair, const double* t, int count, double* g)
     if (t[j] * pair.d_inf > kLargeExponent) g[j] = over_order(pair, t[j]);
 }
 
-// sup over [tl, tr] of c(t)/(t(t+1)), c the chord through (tl, Kl), (tr, Kr) (as
-// jaxpriv.core.zcdp.chord_sup).
-// std::max and std::clamp by value (theirs return references, which kept a loop of chord_sup
-// from vectorizing): the same results, NaN included.
+// std::max by value (std::max returns a reference, which kept a loop of chord_sup from
+// vectorizing): the same results, NaN included.
 inline double max_of(double a, double b) { return a < b ? b : a; }
-inline double clamp_to(double v, double lo, double hi) { return v < lo ? lo : (hi < v ? hi : v); }
 
-inline double chord_sup(double tl, double tr, double Kl, double Kr) {
+// sup over [tl, tr] of c(t)/(t(t+1)), c the chord through (tl, Kl), (tr, Kr), K = g t (t + 1)
+// (as jaxpriv.core.zcdp.chord_sup), from g at the ends: with c = a + s t, h = c/(t(t + 1)) is
+// gl, gr at the ends, and where it is stationary inside (s t^2 + 2a t + a = 0, so
+// t = (-a +- sqrt(a^2 - a s))/s) its value is s/(2t + 1). Branch-free (the grid's bounds are
+// independent: interval_bounds' loop vectorizes), four divisions. (Before: h evaluated at the
+// ends and at the clamped stationary points, seven divisions; the same bound within 6e-16.)
+// Where s = 0 or a^2 < a s, h has no stationary point inside: 1/s is inf or the roots are
+// masked, and the ends' values are the sup.
+inline double chord_sup(double tl, double tr, double gl, double gr) {
+  const double Kl = gl * tl * (tl + 1.0), Kr = gr * tr * (tr + 1.0);
   const double width = tr - tl;
   const double s = width > 0 ? (Kr - Kl) / width : 0.0;
   const double a = Kl - s * tl;
-  const auto h = [a, s](double x) { return (a + s * x) / (x * (x + 1.0)); };
-  const double best = max_of(h(tl), h(tr));
-  // the stationary points of h, computed without a branch (the grid's bounds are independent:
-  // interval_bounds' loop vectorizes). Where s = 0, h = a/(x(x + 1)) is monotone on [tl, tr],
-  // so h at the clamped points is at most best: no select on s is needed (GCC vectorizes no
-  // loop with one).
-  const double root_disc = std::sqrt(max_of(a * a - a * s, 0.0));
-  const double s_safe = s != 0.0 ? s : 1.0;
-  const double inner = max_of(h(clamp_to((-a + root_disc) / s_safe, tl, tr)),
-                              h(clamp_to((-a - root_disc) / s_safe, tl, tr)));
-  return max_of(best, inner);
+  const double disc = a * a - a * s;
+  const double root = std::sqrt(max_of(disc, 0.0));
+  const double inv_s = 1.0 / s;
+  const double xp = (-a + root) * inv_s, xm = (-a - root) * inv_s;
+  const double vp = s / (2.0 * xp + 1.0), vm = s / (2.0 * xm + 1.0);
+  const bool real = disc >= 0.0;
+  const double inner = max_of(real & (xp > tl) & (xp < tr) ? vp : -kInfinity,
+                              real & (xm > tl) & (xm < tr) ? vm : -kInfinity);
+  return max_of(max_of(gl, gr), inner);
 }
 
 struct Point {
@@ -195,7 +199,7 @@ struct Point {
 
 // The bound of D_alpha/alpha between the orders tl < tr where it is gl, gr (branch-free).
 inline double bound_between(double d_inf, double tl, double gl, double tr, double gr) {
-  const double chord = chord_sup(tl, tr, gl * tl * (tl + 1.0), gr * tr * (tr + 1.0));
+  const double chord = chord_sup(tl, tr, gl, gr);
   return tr > kChordTop ? d_inf / (tl + 1.0) : chord;
 }
 
@@ -314,11 +318,21 @@ void output_terms(const float* log_P, const float* log_Q, int64_t count, Terms& 
     const bool nan = (lp != lp) | (lq != lq);
     const bool p_zero = lp == -kInfinity, q_zero = lq == -kInfinity;
     const bool valid = !p_zero & !q_zero & !nan;
-    const double p = fast_exp(lp), q = fast_exp(lq);  // 0 at -inf
+    // two exponentials, not three: e^{log P} (e^{log Q} where P = 0, the term then), and
+    // phi(-L) (e^{log Q} where phi(-L) would overflow), from one reduction each: the values of
+    // fast_exp(log P), fast_exp(log Q) and fast_phi(-L), bit for bit
+    const double first = fast_exp(p_zero ? lq : lp);  // 0 at -inf
+    const double p = p_zero ? 0.0 : first;
     const double l = valid ? lp - lq : 0.0;
+    const bool large = -l > kLargeExponent;
+    const double y = large ? lq : -l;
+    const jaxpriv_fast::Reduced r = jaxpriv_fast::reduce(jaxpriv_fast::clamp700(y));
+    const double exp_y = y < -700.0 ? 0.0 : r.scale + r.scale * r.em1r;
+    const double expm1_y = r.scale * r.em1r + (r.scale - 1.0);
+    const double phi_y = std::fabs(y) < 0.01 ? phi_series(y) : expm1_y - y;
     // P phi(-L), as prepare: Q - P + P L where phi(-L) would overflow
-    const double term = -l > kLargeExponent ? q - p + p * l : p * fast_phi(-l);
-    kl_term[e] = valid ? term : (p_zero & !nan ? q : 0.0);
+    const double term = large ? exp_y - p + p * l : p * phi_y;
+    kl_term[e] = valid ? term : (p_zero & !nan ? first : 0.0);
     l_out[e] = l;
     p_out[e] = valid ? p : 0.0;
     flags[e] = (nan ? 1 : 0) | (!p_zero & q_zero & !nan ? 2 : 0) | (valid ? 4 : 0);
@@ -458,7 +472,10 @@ double finish(const Pair& pair, Search& s, float* order, double floor = -kInfini
   int& count = s.count;
   int& best = s.best;
   const double kl = pair.kl;
-  const auto abandoned = [&] { return floor > -kInfinity && !reaches(ceiling_now(pair, s), floor); };
+  // (a pair whose best point reaches the floor is never dropped: no ceiling to take)
+  const auto abandoned = [&] {
+    return floor > points[best].g && !reaches(ceiling_now(pair, s), floor);
+  };
   for (int round = 0; round < kRounds; ++round) {
     if (round > 0 && abandoned()) return -kInfinity;
     int widest = 0;
@@ -479,11 +496,13 @@ double finish(const Pair& pair, Search& s, float* order, double floor = -kInfini
     over_orders(pair, ts, kSplit, gs);
     for (int k = 1; k <= kSplit; ++k) points[widest + k].g = gs[k - 1];
     count += kSplit;
-    best = 0;
-    for (int j = 1; j < count; ++j)
-      if (points[j].g > points[best].g) best = j;
-    for (int j = widest; j <= widest + kSplit; ++j)
-      bounds[j] = interval_bound(pair, points[j], points[j + 1]);
+    // the first point of the highest value, as a scan of all of them finds it
+    if (best > widest) best += kSplit;
+    for (int j = widest + 1; j <= widest + kSplit; ++j)
+      if (points[j].g > points[best].g || (points[j].g == points[best].g && j < best)) best = j;
+    // the new intervals' bounds in one vectorized call (four scalar calls: their divisions
+    // waited on one another)
+    interval_bounds(pair, points + widest, kSplit + 2, bounds + widest);
   }
   if (abandoned()) return -kInfinity;
   // Newton's method on N(t) = 0 between the best point's neighbours, safeguarded: the bracket
