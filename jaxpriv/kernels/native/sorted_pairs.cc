@@ -89,18 +89,18 @@ float one_pair(const float* log_P, const float* log_Q, int m, double delta, Entr
   // the largest log(A_k - delta) - log B_k (at least 0: eps >= 0)
   double A = 0.0, best = 0.0;
   if (!tiny) {
-    // every Q entry is 0 or at least e^-700: B_k is a sum of normal doubles, never subnormal
-    double B = 0.0;
+    // every Q entry is 0 or at least e^-700: B_k is a sum of normal doubles, never subnormal.
+    // log is increasing: the log of the largest ratio (one log per pair, not one per output)
+    double B = 0.0, ratio = 1.0;
     for (int k = 0; k < m; ++k) {
       A += entries[k].p;
       B += entries[k].q;
       if (A > delta) {
         if (B == 0.0) return std::numeric_limits<float>::infinity();
-        const double candidate = std::log((A - delta) / B);
-        if (candidate > best) best = candidate;
+        ratio = std::max(ratio, (A - delta) / B);
       }
     }
-    return static_cast<float>(best);
+    return static_cast<float>(std::log(ratio));
   }
   // an entry below e^-700: log B_k by a running log-sum-exp of log Q (B itself underflows below
   // e^-708, and XLA's threads flush subnormals: B = 0 would read eps = inf for a finite eps of
