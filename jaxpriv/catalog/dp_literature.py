@@ -163,7 +163,7 @@ def _d9_bound(x, *p, epsilon):
     The log of the objective, ``(α−1)(αρ−ε) + α·log(1 − 1/α) − log(α−1)``, is convex in α (the
     quadratic is; ``α log(1 − 1/α) − log(α − 1)`` has second derivative ``1/(α(α−1)) > 0``), so
     unimodal in ``u = log(α−1)``: it is minimized over ``u ∈ [−12, 12]`` by golden-section
-    steps, one evaluation each: 72 in float64 (the bracket ends 5e-14 wide), 36 in float32. Every value taken is the objective
+    steps, one evaluation each: 72 in float64 (the bracket ends 2e-14 wide), 36 in float32. Every value taken is the objective
     at some order, never below the true infimum, so the bound used is never smaller than the
     claimed one (no false alarm); clipped to 1. (Before: a 400-point grid and 60 golden steps of
     two evaluations, 521 in all; D9's sweep spent 40% of its time here.)
@@ -196,7 +196,7 @@ def _d9_bound(x, *p, epsilon):
         return a, b, c, d, jnp.where(left, new, fd), jnp.where(left, fc, new)
 
     # a loop, not unrolled steps: traced once (in every program and every eager call of the
-    # audit's verdicts, envelopes and figures). In float32 36 steps: the bracket ends 6e-7
+    # audit's verdicts, envelopes and figures). In float32 36 steps: the bracket ends 7e-7
     # wide, the value within float32's rounding of the minimum (quadratic there)
     steps = 72 if rho.dtype == jnp.float64 else 36
     state = (a, b, c, d, log_objective(c, rho), log_objective(d, rho))
