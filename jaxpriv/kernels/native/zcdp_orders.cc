@@ -171,27 +171,24 @@ inline double max_of(double a, double b) { return a < b ? b : a; }
 
 // sup over [tl, tr] of c(t)/(t(t+1)), c the chord through (tl, Kl), (tr, Kr), K = g t (t + 1)
 // (as jaxpriv.core.zcdp.chord_sup), from g at the ends: with c = a + s t, h = c/(t(t + 1)) is
-// gl, gr at the ends, and where it is stationary inside (s t^2 + 2a t + a = 0, so
-// t = (-a +- sqrt(a^2 - a s))/s) its value is s/(2t + 1). Branch-free (the grid's bounds are
-// independent: interval_bounds' loop vectorizes), four divisions. (Before: h evaluated at the
-// ends and at the clamped stationary points, seven divisions; the same bound up to rounding:
-// within 4e-13, the old one the less accurate, its h(tl) rebuilt from K with cancellation.)
-// Where s = 0 or a^2 < a s, h has no stationary point inside: 1/s is inf or the roots are
-// masked, and the ends' values are the sup.
+// gl, gr at the ends, and h' has the sign of -(s t^2 + 2a t + a), whose roots are
+// t = (-a +- sqrt(a^2 - a s))/s: h's local max is t+ = (-a + sqrt(a^2 - a s))/s (the larger
+// root where s > 0, the smaller where s < 0), its value there s/(2t+ + 1); the other root is a
+// local min, never above both ends. Branch-free (the grid's bounds are independent:
+// interval_bounds' loop vectorizes), three divisions. (Before: h evaluated at the ends and at
+// both clamped roots, seven divisions; the same bound up to rounding: within 4e-13, the old one
+// the less accurate, its h(tl) rebuilt from K with cancellation.) Where s = 0 (x is then
+// infinite or NaN) or a^2 < a s, h has no stationary point inside: the ends' values are the sup.
 inline double chord_sup(double tl, double tr, double gl, double gr) {
   const double Kl = gl * tl * (tl + 1.0), Kr = gr * tr * (tr + 1.0);
   const double width = tr - tl;
   const double s = width > 0 ? (Kr - Kl) / width : 0.0;
   const double a = Kl - s * tl;
   const double disc = a * a - a * s;
-  const double root = std::sqrt(max_of(disc, 0.0));
-  const double inv_s = 1.0 / s;
-  const double xp = (-a + root) * inv_s, xm = (-a - root) * inv_s;
-  const double vp = s / (2.0 * xp + 1.0), vm = s / (2.0 * xm + 1.0);
-  const bool real = disc >= 0.0;
-  const double inner = max_of(real & (xp > tl) & (xp < tr) ? vp : -kInfinity,
-                              real & (xm > tl) & (xm < tr) ? vm : -kInfinity);
-  return max_of(max_of(gl, gr), inner);
+  const double x = (-a + std::sqrt(max_of(disc, 0.0))) / s;
+  const double at_x = s / (2.0 * x + 1.0);
+  const bool inside = (disc >= 0.0) & (x > tl) & (x < tr);
+  return max_of(max_of(gl, gr), inside ? at_x : -kInfinity);
 }
 
 struct Point {
