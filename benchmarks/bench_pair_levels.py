@@ -1,14 +1,17 @@
 """Throughput of the costly pair levels on the sweep's own mechanisms: the zCDP level, the
-composed ε(δ), ε(δ) and the GDP level, one jitted call on a batch, one CPU device, float32 (the
+composed ε(δ), ε(δ) and the GDP level, one jitted call per batch, one CPU device, float32 (the
 sweep's screen).
 
 Usage: python benchmarks/bench_pair_levels.py [--n 4] [--m 4] [--count 131072] [--k 10]
-    [--baseline-tree PATH] [--repeat 3] [--json results.json]
+    [--batch N] [--baseline-tree PATH] [--repeat 3] [--json results.json]
 
-The mechanisms are the sweep sampler's (``jaxpriv.kernels.samplers.sample_log_K``: its mixture
-of Dirichlet rows, sparse rows and randomized-response-like structures), drawn once. Each level
-is compiled, called once, then timed over ``--repeat`` calls. Alongside: the raw zCDP kernel on
-the mechanism's split pairs, per pair (``group = 1``) and per mechanism (``group = n²``: the
+Each level is called on ``--batch`` mechanisms at a time (default: what a sweep's native call
+gets, a group of blocks: 16,384 at 4×4; one call on all 131,072 would take the pair levels'
+blocked path, which a sweep of this size never takes). The mechanisms are the sweep sampler's
+(``jaxpriv.kernels.samplers.sample_log_K``: its mixture of Dirichlet rows, sparse rows and
+randomized-response-like structures), drawn once. Each level is compiled, called once, then
+timed over ``--repeat`` passes. Alongside: the raw zCDP kernel on the mechanism's split pairs
+(all n² of them, in one call), per pair (``group = 1``) and per mechanism (``group = n²``: the
 pairs that cannot attain the max skipped, twins solved once).
 
 ``--baseline-tree PATH`` (``git worktree add PATH REV``) runs the same measurement from that
@@ -32,19 +35,21 @@ LEVELS = (("zcdp", {}), ("eps_composed", {"k": None, "delta": 1e-6}),
           ("eps_at_delta", {"delta": 1e-2}), ("gdp", {}))
 
 
-def measure(n: int, m: int, count: int, k: int, repeat: int) -> dict[str, float]:
-    """Mechanisms per second of each level (and of the raw zCDP kernel) in this process."""
+def measure(n: int, m: int, count: int, k: int, repeat: int, batch: int | None = None
+            ) -> dict[str, float]:
+    """Mechanisms per second of each level (and of the raw zCDP kernel) in this process; each
+    level over ``batch`` mechanisms a call (default: what one native call of a sweep gets)."""
     import jax
     import jax.numpy as jnp
 
     from jaxpriv import registry
     from jaxpriv.core import pair_notions
     from jaxpriv.core.mechanisms import Mechanism
+    from jaxpriv.engines.sweep_step import GROUP_ENTRIES
     from jaxpriv.kernels import native, samplers
 
     log_K = jax.jit(lambda key: samplers.sample_log_K(key, count, n, m))(jax.random.key(0))
     log_prior = jnp.full((count, n), -jnp.log(float(n)))
-    mech = Mechanism(log_K, log_prior, log_prior, None, None)
 
     def rate(fn, *args) -> float:
         jax.block_until_ready(fn(*args))
@@ -53,11 +58,24 @@ def measure(n: int, m: int, count: int, k: int, repeat: int) -> dict[str, float]
             jax.block_until_ready(fn(*args))
         return repeat * count / (time.perf_counter() - began)
 
+    # as a sweep calls them: a group of blocks, GROUP_ENTRIES entries, a call (a whole batch of
+    # 131,072 would take the pair levels' blocked path, past PAIR_BLOCK_ELEMENTS, which a sweep
+    # at this size never takes)
+    batch = min(count, batch or max(1, GROUP_ENTRIES // (n * m)))
+    slices = [Mechanism(log_K[i:i + batch], log_prior[i:i + batch], log_prior[i:i + batch],
+                        None, None) for i in range(0, count - batch + 1, batch)]
+
+    def in_slices(level):
+        def run(_):
+            return [level(part) for part in slices]
+        return run
+
     out = {}
     for name, params in LEVELS:
         params = {key: (k if value is None else value) for key, value in params.items()}
         record = registry.notion(name)
-        out[name] = rate(jax.jit(lambda mc, r=record, p=params: r.level(mc, **p)), mech)
+        level = jax.jit(lambda mc, r=record, p=params: r.level(mc, **p))
+        out[name] = rate(in_slices(level), None) * len(slices) * batch / count
     if native.available():
         log_P, log_Q = jax.jit(lambda lk: [a + 0.0 for a in pair_notions.split_pairs(lk)])(log_K)
         out["zcdp kernel, every pair"] = rate(jax.jit(native.zcdp_orders), log_P, log_Q)
@@ -87,18 +105,24 @@ def main(argv=None) -> int:
     parser.add_argument("--count", type=int, default=131072)
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=None,
+                        help="mechanisms a level call (default: a sweep's native call's, "
+                             "16,384 at 4x4)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--baseline-tree", default=None)
     parser.add_argument("--json", default=None)
     parser.add_argument("--print-json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.print_json:  # a child: one line of JSON
-        print(json.dumps(measure(args.n, args.m, args.count, args.k, args.repeat)))
+        print(json.dumps(measure(args.n, args.m, args.count, args.k, args.repeat,
+                                 args.batch)))
         return 0
     from isa import cpu_name
 
     shared = ["--n", str(args.n), "--m", str(args.m), "--count", str(args.count), "--k",
               str(args.k), "--repeat", str(args.repeat)]
+    if args.batch:
+        shared += ["--batch", str(args.batch)]
     here = Path(__file__).resolve().parent.parent
     trees = {"this tree": here}
     if args.baseline_tree:
@@ -108,7 +132,8 @@ def main(argv=None) -> int:
         for name, tree in trees.items():
             runs[name].append(child(tree, shared))
     print(f"CPU: {cpu_name()}; one device; n = {args.n}, m = {args.m}, {args.count} mechanisms "
-          f"of the sweep's sampler; k = {args.k}; mechanisms/s, best of {args.rounds} rounds")
+          f"of the sweep's sampler, the levels {args.batch or 'a sweep call'}'s worth a call; "
+          f"k = {args.k}; mechanisms/s, best of {args.rounds} rounds")
     keys = list(dict.fromkeys(key for results in runs.values() for r in results for key in r))
     print("| level | " + " | ".join(trees) + " |")
     print("|---|" + "---:|" * len(trees))
