@@ -163,18 +163,17 @@ def _d9_bound(x, *p, epsilon):
     The log of the objective, ``(α−1)(αρ−ε) + α·log(1 − 1/α) − log(α−1)``, is convex in α (the
     quadratic is; ``α log(1 − 1/α) − log(α − 1)`` has second derivative ``1/(α(α−1)) > 0``), so
     unimodal in ``u = log(α−1)``: it is minimized over ``u ∈ [−12, 12]`` by golden-section
-    steps, one evaluation each: 72 in float64 (the bracket ends 2e-14 wide), 36 in float32. Every value taken is the objective
-    at some order, never below the true infimum, so the bound used is never smaller than the
-    claimed one (no false alarm); clipped to 1. (Before: a 400-point grid and 60 golden steps of
+    steps, one evaluation each: 72 in float64 (the bracket ends 2e-14 wide), 36 in float32.
+    Every value taken is the objective at some order, never below the true infimum, so the bound
+    used is never smaller than the claimed one (no false alarm); clipped to 1. (Before: a 400-point grid and 60 golden steps of
     two evaluations, 521 in all; D9's sweep spent 40% of its time here.)
     """
     def log_objective(u, rho):
         # at α = 1 + t, t = e^u: t((1 + t)ρ − ε) + (α log(1 − 1/α) − log(α − 1)), the latter
         # (α−1) log(α−1) − α log α written without α (whose rounding near 1 cost float32 1% of
-        # δ: an infimum read 0.9976 for 1 at ρ = 19, ε = 1) and without cancellation: t u −
-        # (1 + t) log1p(t) for t < 1, −u − (1 + t) log1p(e^−u) for t >= 1
-        # one exponential: log1p(e^−|u|) from t (t or 1/t), so the two forms are one
-        # expression, t u (u < 0) or −u, less (1 + t) log1p(e^−|u|)
+        # δ: an infimum read 0.9976 for 1 at ρ = 19, ε = 1) and without cancellation: t u
+        # (u < 0) or −u (u >= 0), less (1 + t) log1p(e^−|u|), e^−|u| from t (t or 1/t): one
+        # exponential an evaluation
         t = jnp.exp(u)
         negative = u < 0.0
         entropy = (jnp.where(negative, t * u, -u)

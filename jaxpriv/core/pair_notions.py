@@ -77,6 +77,17 @@ def split_pairs(log_K: Float[Array, "*b n m"]) -> tuple[Float[Array, "*b n n m"]
             jnp.broadcast_to(log_K[..., None, :, :], shape))
 
 
+def distinct_pairs(log_K: Float[Array, "*b n m"]) -> tuple[Float[Array, "*b p m"], ...]:
+    """``(log P, log Q)`` of the ``p = n(n − 1)`` ordered pairs of distinct rows, row ``d``'s
+    ``n − 1`` pairs ``(d, d')`` together, ``d'`` in increasing order (slices and a repeat: XLA's
+    gather of the same rows cost more than leaving the diagonal out saved)."""
+    n = log_K.shape[-2]
+    log_P = jnp.repeat(log_K, n - 1, axis=-2)
+    log_Q = jnp.concatenate([jnp.delete(log_K, d, axis=-2, assume_unique_indices=True)
+                             for d in range(n)], axis=-2)
+    return log_P, log_Q
+
+
 def max_over_pairs(values: Float[Array, "*b n n"], mask) -> Float[Array, "*b"]:
     """The max of a pair quantity over the counted pairs (0 when none counts, e.g. n = 1)."""
     return jnp.max(jnp.where(jnp.asarray(mask), values, 0.0), axis=(-2, -1))

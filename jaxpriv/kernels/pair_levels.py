@@ -44,14 +44,13 @@ import math
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, Float
 
 from jaxpriv.core import pair_levels as reference
 from jaxpriv.core.mechanisms import Mechanism
 from jaxpriv.core import pair_notions
 from jaxpriv.core.pair_notions import (PAIR_BLOCK_ELEMENTS, _number, _pair_level,
-                                       eps_at_delta_pair as reference_eps)
+                                       distinct_pairs, eps_at_delta_pair as reference_eps)
 from jaxpriv.core.zcdp import zcdp_at_order, zcdp_pair as reference_zcdp
 from jaxpriv.kernels import fused, native
 
@@ -77,20 +76,21 @@ def _mechanism_level(pair_level, native_level, log_K, neighbours, **params):
     """The max over a mechanism's counted pairs. With ``neighbours`` every pair alone
     (``pair_level``: a pair that does not count must not decide one that does); else each
     mechanism's ``n(n − 1)`` pairs of distinct rows (or, past :data:`PAIR_BLOCK_ELEMENTS`, a
-    block of rows' ``r × n`` pairs) as one group of the native kernel, ``native_level(log_P, log_Q, group, **params)``, which skips a pair whose upper
-    bound is below the best level found: only the max is exact, and it is the same bit for bit
-    (:func:`jaxpriv.kernels.native.zcdp_orders` and the others say how)."""
+    block of rows' ``r × n`` pairs) as one group of the native kernel,
+    ``native_level(log_P, log_Q, group, **params)``, which skips a pair whose upper bound is
+    below the best level found: only the max is exact, and it is the same bit for bit
+    (:func:`jaxpriv.kernels.native.zcdp_orders` and the others say how).
+
+    (Only here, not in :func:`jaxpriv.core.pair_notions._pair_level`, are the diagonal's pairs
+    left out: there every reference notion's values and derivatives stay as they were, a max
+    over ``n²`` entries, the diagonal's masked to 0, whose derivative is split among its ties.)"""
     if neighbours is not None:
         return _pair_level(pair_level, log_K, neighbours, **params)
     n, m = log_K.shape[-2:]
     if n > 1 and math.prod(log_K.shape[:-2]) * n * (n - 1) * m <= PAIR_BLOCK_ELEMENTS:
         # the n(n − 1) pairs of distinct rows only (the diagonal's n pairs of P = Q, each 0,
         # were a quarter of a 4×4 mechanism's first pass): one group per mechanism
-        # (slices and a repeat, not a gather: XLA:CPU's gather cost more than it saved)
-        log_P = jnp.repeat(log_K, n - 1, axis=-2)
-        log_Q = jnp.concatenate([jnp.delete(log_K, i, axis=-2, assume_unique_indices=True)
-                                 for i in range(n)], axis=-2)
-        values = native_level(log_P, log_Q, n * (n - 1), **params)
+        values = native_level(*distinct_pairs(log_K), n * (n - 1), **params)
         return jnp.maximum(jnp.max(values, axis=-1), 0.0)  # as max_over_pairs: NaN stays NaN
 
     def grouped(log_P: Float[Array, "*b r n m"], log_Q: Float[Array, "*b r n m"], **params):

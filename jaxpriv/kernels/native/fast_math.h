@@ -54,16 +54,20 @@ inline Reduced reduce(double x) {
 
 inline double clamp700(double x) { return x < -700.0 ? -700.0 : (x > 700.0 ? 700.0 : x); }
 
-inline double fast_expm1(double x) {
+// e^x (0 below -700, and at -inf) and e^x - 1, from one reduction: where both are wanted of
+// one x, one polynomial (zcdp_orders.cc's first pass).
+struct ExpExpm1 {
+  double exp, expm1;
+};
+
+inline ExpExpm1 fast_exp_expm1(double x) {
   const Reduced e = reduce(clamp700(x));
-  return e.scale * e.em1r + (e.scale - 1.0);
+  return {x < -700.0 ? 0.0 : e.scale + e.scale * e.em1r, e.scale * e.em1r + (e.scale - 1.0)};
 }
 
-// 0 below -700 (and at -inf).
-inline double fast_exp(double x) {
-  const Reduced e = reduce(clamp700(x));
-  return x < -700.0 ? 0.0 : e.scale + e.scale * e.em1r;
-}
+inline double fast_expm1(double x) { return fast_exp_expm1(x).expm1; }
+
+inline double fast_exp(double x) { return fast_exp_expm1(x).exp; }
 
 // log1p(s) for finite s >= 0: y = 1 + s = 2^k m, m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(f)
 // with f = (m - 1)/(m + 1), |f| <= 0.1716, by its series to f^21 (remainder below 3e-17 of it),

@@ -62,13 +62,18 @@ inline double phi_series(double x) {
   return x * x * (0.5 + x * (1.0 / 6.0 + x * (1.0 / 24.0 + x * (1.0 / 120.0 + x / 720.0))));
 }
 
-// expm1(x) and phi(x) by fast_expm1, branch-free (both forms, then a select: a loop of it
-// vectorizes), and phi alone.
+// phi(x) from expm1(x): phi_series near 0, else expm1(x) - x (both, then a select: a loop of it
+// vectorizes).
+inline double phi_from(double x, double expm1_x) {
+  return std::fabs(x) < 0.01 ? phi_series(x) : expm1_x - x;
+}
+
+// expm1(x) and phi(x) by fast_expm1, branch-free (expm1 from phi near 0, for their agreement),
+// and phi alone.
 inline void fast_expm1_phi(double x, double* em1, double* f) {
-  const double direct = fast_expm1(x), series = phi_series(x);
-  const bool small = std::fabs(x) < 0.01;
-  *f = small ? series : direct - x;
-  *em1 = small ? series + x : direct;
+  const double direct = fast_expm1(x);
+  *f = phi_from(x, direct);
+  *em1 = std::fabs(x) < 0.01 ? *f + x : direct;
 }
 
 inline double fast_phi(double x) {
@@ -201,13 +206,8 @@ inline double bound_between(double d_inf, double tl, double gl, double tr, doubl
   return tr > kChordTop ? d_inf / (tl + 1.0) : chord;
 }
 
-// The bound of D_alpha/alpha over [a.u, b.u].
-inline double interval_bound(const Pair& pair, const Point& a, const Point& b) {
-  return bound_between(pair.d_inf, a.t, a.g, b.t, b.g);
-}
-
-// interval_bound of each of the count - 1 intervals between neighbouring points (bounds[j]: of
-// [points[j], points[j + 1]]), the same values, in a loop that vectorizes (the grid's eleven
+// The bound of D_alpha/alpha over each of the count - 1 intervals between neighbouring points
+// (bounds[j]: of [points[j], points[j + 1]]), in a loop that vectorizes (the grid's eleven
 // chord bounds one after another, their divisions waiting on each other, were a third of a
 // group's first pass).
 inline void interval_bounds(const Pair& pair, const Point* points, int count, double* bounds) {
@@ -324,12 +324,9 @@ void output_terms(const float* log_P, const float* log_Q, int64_t count, Terms& 
     const double l = valid ? lp - lq : 0.0;
     const bool large = -l > kLargeExponent;
     const double y = large ? lq : -l;
-    const jaxpriv_fast::Reduced r = jaxpriv_fast::reduce(jaxpriv_fast::clamp700(y));
-    const double exp_y = y < -700.0 ? 0.0 : r.scale + r.scale * r.em1r;
-    const double expm1_y = r.scale * r.em1r + (r.scale - 1.0);
-    const double phi_y = std::fabs(y) < 0.01 ? phi_series(y) : expm1_y - y;
+    const jaxpriv_fast::ExpExpm1 of_y = jaxpriv_fast::fast_exp_expm1(y);
     // P phi(-L), as prepare: Q - P + P L where phi(-L) would overflow
-    const double term = large ? exp_y - p + p * l : p * phi_y;
+    const double term = large ? of_y.exp - p + p * l : p * phi_from(y, of_y.expm1);
     kl_term[e] = valid ? term : (p_zero & !nan ? first : 0.0);
     l_out[e] = l;
     p_out[e] = valid ? p : 0.0;
@@ -383,6 +380,21 @@ Settled summarize(const Terms& terms, int64_t at, int m, Summary& out) {
 // Summary.)
 struct SummaryFields {
   const double *kl, *d_inf, *l_min, *sum_p, *sum_pl;
+};
+
+// A group's unsettled summaries, field by field (ceilings_of's arrays).
+struct SummaryColumns {
+  std::vector<double> kl, d_inf, l_min, sum_p, sum_pl;
+  void resize(size_t n) {
+    for (auto* column : {&kl, &d_inf, &l_min, &sum_p, &sum_pl}) column->resize(n);
+  }
+  void set(int64_t k, const Summary& s) {
+    kl[k] = s.kl, d_inf[k] = s.d_inf, l_min[k] = s.l_min, sum_p[k] = s.sum_p;
+    sum_pl[k] = s.sum_pl;
+  }
+  SummaryFields fields() const {
+    return {kl.data(), d_inf.data(), l_min.data(), sum_p.data(), sum_pl.data()};
+  }
 };
 
 void ceilings_of(const SummaryFields& s, int64_t count, double* out) {
@@ -557,7 +569,7 @@ struct Scratch {
   std::vector<int64_t> pending, same, open;
   std::vector<int64_t> table;      // the twins' hash table
   std::vector<double> ceilings;
-  std::vector<double> fields[5];   // group each: the unsettled pairs' summaries (SummaryFields)
+  SummaryColumns summaries;        // group: the unsettled pairs' summaries, in pending order
   std::vector<double> pending_ceilings;
   Terms terms;                     // group x m: the outputs' terms (output_terms)
   double* heap_L() { return heap.empty() ? nullptr : heap.data(); }
@@ -632,16 +644,10 @@ void group_of_pairs(const float* log_P, const float* log_Q, int m, int64_t size,
     order[i] = -std::numeric_limits<float>::infinity();
     best = std::max(best, summary.kl * kBelowKl);
     hashes[i] = summary.hash;
-    scratch.fields[0][unsettled] = summary.kl;
-    scratch.fields[1][unsettled] = summary.d_inf;
-    scratch.fields[2][unsettled] = summary.l_min;
-    scratch.fields[3][unsettled] = summary.sum_p;
-    scratch.fields[4][unsettled] = summary.sum_pl;
+    scratch.summaries.set(unsettled, summary);
     pending[unsettled++] = i;
   }
-  ceilings_of({scratch.fields[0].data(), scratch.fields[1].data(), scratch.fields[2].data(),
-               scratch.fields[3].data(), scratch.fields[4].data()},
-              unsettled, scratch.pending_ceilings.data());
+  ceilings_of(scratch.summaries.fields(), unsettled, scratch.pending_ceilings.data());
   for (int64_t k = 0; k < unsettled; ++k) ceilings[pending[k]] = scratch.pending_ceilings[k];
   // the pairs whose ceiling reaches the best KL, less twins: equal hashes (an open-addressing
   // table of those pairs, in index order), confirmed in canonical order
@@ -678,10 +684,8 @@ void group_of_pairs(const float* log_P, const float* log_Q, int m, int64_t size,
     prepare(form, form + m, m, pair, scratch.heap_L(), scratch.heap_P(), scratch.heap_LP());
     Search s;
     grid_points(pair, s);
-    const double grid_best = s.points[s.best].g;  // a lower bound of the pair's level
-    best = std::max(best, grid_best);
-    const double ceiling = grid_ceiling(pair, s);
-    if (!reaches(ceiling >= grid_best ? ceiling : kInfinity, best)) continue;
+    best = std::max(best, s.points[s.best].g);  // a lower bound of the pair's level
+    if (!reaches(grid_ceiling(pair, s), best)) continue;  // (at least that point's, or +inf)
     float at;
     const double level = finish(pair, s, &at, best);
     if (level == -kInfinity) continue;  // it cannot attain the max: its KL stays
@@ -727,7 +731,7 @@ ffi::Error ZcdpOrders(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
   scratch.same.resize(group);
   scratch.open.resize(group);
   scratch.ceilings.resize(group);
-  for (auto& field : scratch.fields) field.resize(group);
+  scratch.summaries.resize(group);
   scratch.pending_ceilings.resize(group);
   scratch.terms.resize(group * m);
   for (int64_t first = 0; first < count; first += group)
