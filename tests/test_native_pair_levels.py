@@ -673,9 +673,8 @@ int main() {
     Summary summary;
     if (summarize(terms, 0, m, summary) != Settled::kNo) continue;
     Pair pair;
-    float* form = scratch.sorted.data();
-    canonical(rows[0], rows[1], m, scratch.index.data(), form, form + m);
-    prepare(form, form + m, m, pair, nullptr, nullptr, nullptr);
+    canonical_order(rows[0], rows[1], m, scratch.index.data());
+    prepare(terms, 0, scratch.index.data(), rows[0], m, pair, nullptr, nullptr, nullptr);
     Search s;
     grid_points(pair, s);
     const double grid = grid_ceiling(pair, s);

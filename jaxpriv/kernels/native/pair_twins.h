@@ -44,37 +44,46 @@ void canonical(const T* log_P, const T* log_Q, int m, int* index, T* out_P, T* o
 // the template (a quarter of the grouped zCDP kernel's time was here): each output's key is its
 // log P's bits, mapped so that integer order is the floats' order (-0 before +0), above its
 // log Q's, and the keys are sorted as integers. Equal multisets of (log P, log Q) bits give the
-// same bits, as the template's order does.
+// same bits, as the template's order does. The order itself (canonical_order) lets the zCDP
+// kernel read a pair's per-output terms, computed once by its first pass, in canonical order.
 inline uint32_t ordered_bits(float x) {
   uint32_t bits;
   std::memcpy(&bits, &x, sizeof bits);
   return bits ^ ((bits >> 31) ? 0xFFFFFFFFu : 0x80000000u);
 }
 
-inline float from_ordered_bits(uint32_t key) {
-  const uint32_t bits = key ^ ((key >> 31) ? 0x80000000u : 0xFFFFFFFFu);
-  float x;
-  std::memcpy(&x, &bits, sizeof x);
-  return x;
-}
-
-inline void canonical(const float* log_P, const float* log_Q, int m, int* index, float* out_P,
-                      float* out_Q) {
+// The canonical order of a float pair's m outputs: order[k], the output at place k (the
+// template's order where a value is NaN or m > 64).
+inline void canonical_order(const float* log_P, const float* log_Q, int m, int* order) {
   bool nan = false;
   for (int i = 0; i < m; ++i) nan |= std::isnan(log_P[i]) || std::isnan(log_Q[i]);
-  if (nan || m > 64) return canonical<float>(log_P, log_Q, m, index, out_P, out_Q);
+  for (int i = 0; i < m; ++i) order[i] = i;
+  if (nan) return;
+  if (m > 64) {
+    std::sort(order, order + m, [&](int a, int b) {
+      return log_P[a] < log_P[b] || (log_P[a] == log_P[b] && log_Q[a] < log_Q[b]);
+    });
+    return;
+  }
   uint64_t keys[64];
   for (int i = 0; i < m; ++i)
     keys[i] = (static_cast<uint64_t>(ordered_bits(log_P[i])) << 32) | ordered_bits(log_Q[i]);
   for (int i = 1; i < m; ++i) {
     const uint64_t key = keys[i];
+    const int at = order[i];
     int j = i;
-    for (; j > 0 && keys[j - 1] > key; --j) keys[j] = keys[j - 1];
+    for (; j > 0 && keys[j - 1] > key; --j) keys[j] = keys[j - 1], order[j] = order[j - 1];
     keys[j] = key;
+    order[j] = at;
   }
+}
+
+inline void canonical(const float* log_P, const float* log_Q, int m, int* index, float* out_P,
+                      float* out_Q) {
+  canonical_order(log_P, log_Q, m, index);
   for (int i = 0; i < m; ++i) {
-    out_P[i] = from_ordered_bits(static_cast<uint32_t>(keys[i] >> 32));
-    out_Q[i] = from_ordered_bits(static_cast<uint32_t>(keys[i]));
+    out_P[i] = log_P[index[i]];
+    out_Q[i] = log_Q[index[i]];
   }
 }
 

@@ -177,33 +177,40 @@ inline double max_of(double a, double b) { return a < b ? b : a; }
 // sup over [tl, tr] of c(t)/(t(t+1)), c the chord through (tl, Kl), (tr, Kr), K = g t (t + 1)
 // (as jaxpriv.core.zcdp.chord_sup), from g at the ends: with c = a + s t, h = c/(t(t + 1)) is
 // gl, gr at the ends, and h' has the sign of -(s t^2 + 2a t + a), whose roots are
-// t = (-a +- sqrt(a^2 - a s))/s: h's local max is t+ = (-a + sqrt(a^2 - a s))/s (the larger
-// root where s > 0, the smaller where s < 0), its value there s/(2t+ + 1); the other root is a
-// local min, never above both ends. Branch-free (the grid's bounds are independent:
-// interval_bounds' loop vectorizes), three divisions. (Before: h evaluated at the ends and at
-// both clamped roots, seven divisions; the same bound up to rounding: within 4e-13, the old one
-// the less accurate, its h(tl) rebuilt from K with cancellation.) Where s = 0 (x is then
-// infinite or NaN) or a^2 < a s, h has no stationary point inside: the ends' values are the sup.
+// t = (-a +- sqrt(a^2 - a s))/s: h's local max is x = (-a + sqrt(a^2 - a s))/s (the larger
+// root where s > 0, the smaller where s < 0), its value there s/(2x + 1); the other root is a
+// local min, never above both ends. In the chord's rise S = s w and w a (w = tr - tl), one
+// division: D = w s x = sqrt(w^2 (a^2 - a s)) - w a, s/(2x + 1) = S^2/(w (2D + S)), and x lies
+// inside where (D - tl S) S > 0 and (tr S - D) S > 0. (Before: x and s/(2x + 1) by three
+// divisions, each waiting on the last: a tenth of the kernel.) Branch-free (the grid's bounds
+// are independent: interval_bounds' loop vectorizes). Where S = 0 or a^2 < a s, h has no
+// stationary point inside: the ends' values are the sup. NaN where the arithmetic overflows
+// (t near 1e50 or beyond): bound_between takes D_inf/(tl + 1) there.
 inline double chord_sup(double tl, double tr, double gl, double gr) {
   const double Kl = gl * tl * (tl + 1.0), Kr = gr * tr * (tr + 1.0);
-  const double width = tr - tl;
-  const double s = width > 0 ? (Kr - Kl) / width : 0.0;
-  const double a = Kl - s * tl;
-  const double disc = a * a - a * s;
-  const double x = (-a + std::sqrt(max_of(disc, 0.0))) / s;
-  const double at_x = s / (2.0 * x + 1.0);
-  const bool inside = (disc >= 0.0) & (x > tl) & (x < tr);
-  return max_of(max_of(gl, gr), inside ? at_x : -kInfinity);
+  const double w = tr - tl;
+  const double S = Kr - Kl;
+  const double wa = Kl * w - S * tl;
+  const double disc = wa * wa - wa * S;
+  const double D = std::sqrt(max_of(disc, 0.0)) - wa;
+  const double at_x = S * S / (w * (2.0 * D + S));
+  const bool inside = (disc >= 0.0) & (w > 0.0) & ((D - tl * S) * S > 0.0) &
+                      ((tr * S - D) * S > 0.0);
+  const double sup = max_of(max_of(gl, gr), inside ? at_x : -kInfinity);
+  return std::fabs(disc) <= std::numeric_limits<double>::max() ? sup
+                                                               : std::numeric_limits<double>::quiet_NaN();
 }
 
 struct Point {
   double u, t, g;
 };
 
-// The bound of D_alpha/alpha between the orders tl < tr where it is gl, gr (branch-free).
+// The bound of D_alpha/alpha between the orders tl < tr where it is gl, gr (branch-free):
+// the chord's, or D_inf/(tl + 1) (D_alpha <= D_inf) beyond kChordTop or where the chord's
+// arithmetic overflows.
 inline double bound_between(double d_inf, double tl, double gl, double tr, double gr) {
   const double chord = chord_sup(tl, tr, gl, gr);
-  return tr > kChordTop ? d_inf / (tl + 1.0) : chord;
+  return tr > kChordTop || chord != chord ? d_inf / (tl + 1.0) : chord;
 }
 
 // The bound of D_alpha/alpha over each of the count - 1 intervals between neighbouring points
@@ -220,57 +227,6 @@ inline void interval_bounds(const Pair& pair, const Point* points, int count, do
 
 // How a pair's level is known before any search: NaN, infinite or 0.
 enum class Settled { kNo, kNaN, kInfinite, kZero };
-
-// One pair of m outputs (float32 logs, -inf for a zero) into `pair`: the outputs with P > 0,
-// their L and P, KL and D_inf; or how its level is settled without a search.
-Settled prepare(const float* log_P, const float* log_Q, int m, Pair& pair, double* heap_L,
-                double* heap_P, double* heap_LP) {
-  pair.size = 0;
-  pair.l = m <= 64 ? pair.L : heap_L;
-  pair.p = m <= 64 ? pair.P : heap_P;
-  pair.lp = m <= 64 ? pair.LP : heap_LP;
-  double* L = const_cast<double*>(pair.l);
-  double* P = const_cast<double*>(pair.p);
-  double* LP = const_cast<double*>(pair.lp);
-  double kl = 0.0, d_inf = 0.0;
-  bool infinite = false, nan = false;
-  for (int i = 0; i < m; ++i) {
-    const double lp = log_P[i], lq = log_Q[i];
-    if (std::isnan(lp) || std::isnan(lq)) nan = true;
-    if (lp == -kInfinity) {
-      if (lq > -kInfinity) {
-        const double q = std::exp(lq);
-        kl += q;  // Q/alpha per output where P = 0: in t KL
-      }
-      continue;
-    }
-    if (lq == -kInfinity) {
-      infinite = true;
-      continue;
-    }
-    const double l = lp - lq;
-    const double p = lp < -700.0 ? std::exp(lp) : fast_exp(lp);  // fast_exp: 0 below -700
-    L[pair.size] = l;
-    P[pair.size] = p;
-    LP[pair.size] = lp;
-    ++pair.size;
-    if (-l > kLargeExponent) {
-      // P phi(-L) = Q - P + P L: phi(-L) overflows, and P may be subnormal (flushed to 0 on
-      // XLA's threads: 0 * inf was a NaN level where an entry sat below e^-708)
-      const double q = std::exp(lq);
-      kl += q - p + p * l;
-    } else {
-      kl += p * fast_phi(-l);
-    }
-    d_inf = std::max(d_inf, l);
-  }
-  if (nan) return Settled::kNaN;
-  if (infinite) return Settled::kInfinite;
-  if (!(d_inf > 0.0)) return Settled::kZero;  // P = Q on the support (no mass of P elsewhere)
-  pair.kl = kl;
-  pair.d_inf = d_inf;
-  return Settled::kNo;
-}
 
 // What a group's first pass keeps of a pair, from its outputs in the order given (not the
 // canonical order: these sums only bound the level, they are not its value): KL, D_inf, the
@@ -289,9 +245,10 @@ inline uint64_t mix64(uint64_t x) {  // splitmix64's finalizer
   return x ^ (x >> 31);
 }
 
-// Per output of a group's pairs (flat, in the order given): the terms of prepare()'s sums,
-// branch-free, so that the loop over a whole group's outputs vectorizes (prepare's scalar exp
-// and expm1 calls for every pair of a group were a third of the kernel's time).
+// Per output of a group's pairs (flat, in the order given): the terms of every sum over a
+// pair's outputs (its summary's, and prepare()'s in canonical order), branch-free, so that the
+// loop over a whole group's outputs vectorizes (scalar exp and expm1 calls for every pair of a
+// group were a third of the kernel's time).
 struct Terms {
   std::vector<double> kl, l, p;  // P phi(-L) (Q where P = 0); L (0 where P or Q is 0); P (0 so)
   std::vector<uint64_t> hash;    // a mix of the output's (log P, log Q) bits
@@ -332,6 +289,42 @@ void output_terms(const float* log_P, const float* log_Q, int64_t count, Terms& 
     p_out[e] = valid ? p : 0.0;
     flags[e] = (nan ? 1 : 0) | (!p_zero & q_zero & !nan ? 2 : 0) | (valid ? 4 : 0);
   }
+}
+
+// One pair into `pair` from its outputs' terms (output_terms; those of its m outputs at `at`,
+// read in canonical order: order[k], the k-th output): the outputs with P > 0, their L, P and
+// log P, KL and D_inf; or how its level is settled without a search. Its sums in canonical
+// order, so that twins get the same bits. (Before: each output's exponentials taken again
+// here, with glibc's exp where fast_exp reads 0 or phi(-L) overflows; the first pass had them.)
+Settled prepare(const Terms& terms, int64_t at, const int* order, const float* log_P, int m,
+                Pair& pair, double* heap_L, double* heap_P, double* heap_LP) {
+  pair.size = 0;
+  pair.l = m <= 64 ? pair.L : heap_L;
+  pair.p = m <= 64 ? pair.P : heap_P;
+  pair.lp = m <= 64 ? pair.LP : heap_LP;
+  double* L = const_cast<double*>(pair.l);
+  double* P = const_cast<double*>(pair.p);
+  double* LP = const_cast<double*>(pair.lp);
+  double kl = 0.0, d_inf = 0.0;
+  int64_t flags = 0;
+  for (int k = 0; k < m; ++k) {
+    const int64_t e = at + order[k];
+    flags |= terms.flags[e];
+    kl += terms.kl[e];  // Q where P = 0 (in t KL), 0 where Q = 0 or a value is NaN
+    if (!(terms.flags[e] & 4)) continue;
+    const double l = terms.l[e];
+    L[pair.size] = l;
+    P[pair.size] = terms.p[e];
+    LP[pair.size] = log_P[order[k]];
+    ++pair.size;
+    d_inf = std::max(d_inf, l);
+  }
+  if (flags & 1) return Settled::kNaN;
+  if (flags & 2) return Settled::kInfinite;
+  if (!(d_inf > 0.0)) return Settled::kZero;  // P = Q on the support (no mass of P elsewhere)
+  pair.kl = kl;
+  pair.d_inf = d_inf;
+  return Settled::kNo;
 }
 
 // One pair's summary from its m outputs' terms (at `at`): prepare()'s settlement and sums, the
@@ -437,6 +430,7 @@ struct Search {
   double bounds[kMaxPoints];
   int count = 0;
   int best = 0;
+  bool unbounded = false;  // a point's value is not finite: no ceiling (ceiling_now)
 };
 
 // The first grid: kGrid orders from u = kLow to where the sup must lie (their bounds:
@@ -457,9 +451,14 @@ void grid_points(const Pair& pair, Search& s) {
   over_orders(pair, ts, kGrid, gs);
   s.count = kGrid;
   s.best = 0;
-  for (int j = 0; j < kGrid; ++j) {
+  s.unbounded = false;
+  double highest = gs[0];
+  for (int j = 0; j < kGrid; ++j) {  // the first of the highest values, without a branch
     s.points[j].g = gs[j];
-    if (s.points[j].g > s.points[s.best].g) s.best = j;
+    s.unbounded |= !std::isfinite(gs[j]);
+    const bool higher = gs[j] > highest;
+    highest = higher ? gs[j] : highest;
+    s.best = higher ? j : s.best;
   }
 }
 
@@ -471,17 +470,39 @@ inline bool reaches(double ceiling, double best) {
   return best < kLeastPruned || !(ceiling * (1.0 + kPruneMargin) < best);
 }
 
-// Above every value the search from the points in `s` can return: KL, the points' values and
-// the bound of each interval (s.bounds); +inf where a value or a bound is not a number.
-double ceiling_now(const Pair& pair, const Search& s) {
-  for (int j = 0; j < s.count; ++j)
-    if (!std::isfinite(s.points[j].g)) return kInfinity;  // no bound: search it
-  double top = std::max(pair.kl, s.points[s.best].g);
-  for (int j = 0; j + 1 < s.count; ++j) {
-    if (!(s.bounds[j] >= 0.0)) return kInfinity;  // NaN
-    top = std::max(top, s.bounds[j]);
+// The intervals of a search in one scan without a branch (its compares, mispredicted, were
+// ~3% of the kernel): the widest, the first of the largest bounds (0 where bounds[0] is NaN),
+// its bound, and whether every bound is a number >= 0.
+struct Intervals {
+  int widest;
+  double top;
+  bool bounded;
+};
+
+inline Intervals scan_intervals(const Search& s) {
+  int widest = 0;
+  double top = s.bounds[0];
+  bool bounded = s.bounds[0] >= 0.0;
+  for (int j = 1; j + 1 < s.count; ++j) {
+    const double bound = s.bounds[j];
+    const bool wider = bound > top;
+    top = wider ? bound : top;
+    widest = wider ? j : widest;
+    bounded &= bound >= 0.0;
   }
-  return top;
+  return {widest, top, bounded};
+}
+
+// Above every value the search from the points in `s` can return: KL, the points' values and
+// the bound of each interval (s.bounds, scanned in `intervals`); +inf where a value or a bound
+// is not a number (no bound: search it).
+double ceiling_now(const Pair& pair, const Search& s, const Intervals& intervals) {
+  if (s.unbounded || !intervals.bounded) return kInfinity;
+  return std::max(std::max(pair.kl, s.points[s.best].g), intervals.top);
+}
+
+double ceiling_now(const Pair& pair, const Search& s) {
+  return ceiling_now(pair, s, scan_intervals(s));
 }
 
 // The first grid's interval bounds (into s.bounds, which its search reads) and ceiling_now.
@@ -503,14 +524,13 @@ double finish(const Pair& pair, Search& s, float* order, double floor = -kInfini
   int& best = s.best;
   const double kl = pair.kl;
   // (a pair whose best point reaches the floor is never dropped: no ceiling to take)
-  const auto abandoned = [&] {
-    return floor > points[best].g && !reaches(ceiling_now(pair, s), floor);
+  const auto abandoned = [&](const Intervals& intervals) {
+    return floor > points[best].g && !reaches(ceiling_now(pair, s, intervals), floor);
   };
   for (int round = 0; round < kRounds; ++round) {
-    if (round > 0 && abandoned()) return -kInfinity;
-    int widest = 0;
-    for (int j = 1; j + 1 < count; ++j)
-      if (bounds[j] > bounds[widest]) widest = j;
+    const Intervals intervals = scan_intervals(s);
+    if (round > 0 && abandoned(intervals)) return -kInfinity;
+    const int widest = intervals.widest;
     const double target = std::max(points[best].g, kl);
     if (!(bounds[widest] > target * (1.0 + kTolerance))) break;
     // split [widest, widest + 1] into kSplit + 1 equal parts in u
@@ -524,7 +544,10 @@ double finish(const Pair& pair, Search& s, float* order, double floor = -kInfini
       points[widest + k] = {u, ts[k - 1], 0.0};
     }
     over_orders(pair, ts, kSplit, gs);
-    for (int k = 1; k <= kSplit; ++k) points[widest + k].g = gs[k - 1];
+    for (int k = 1; k <= kSplit; ++k) {
+      points[widest + k].g = gs[k - 1];
+      s.unbounded |= !std::isfinite(gs[k - 1]);
+    }
     count += kSplit;
     // the first point of the highest value, as a scan of all of them finds it
     if (best > widest) best += kSplit;
@@ -534,7 +557,7 @@ double finish(const Pair& pair, Search& s, float* order, double floor = -kInfini
     // waited on one another)
     interval_bounds(pair, points + widest, kSplit + 2, bounds + widest);
   }
-  if (abandoned()) return -kInfinity;
+  if (abandoned(scan_intervals(s))) return -kInfinity;
   // Newton's method on N(t) = 0 between the best point's neighbours, safeguarded: the bracket
   // keeps N > 0 (g rising) at its left end and N < 0 at its right, a step that leaves it or
   // goes uphill in N' is a bisection in u
@@ -558,26 +581,26 @@ double finish(const Pair& pair, Search& s, float* order, double floor = -kInfini
   return g;
 }
 
-// Scratch space of one call: the pair's outputs beyond 64, a pair's outputs in canonical order,
-// and a group's per-pair arrays.
+// Scratch space of one call: the pair's outputs beyond 64, two pairs' outputs in canonical
+// order, and a group's per-pair arrays.
 struct Scratch {
   std::vector<double> heap;        // 3m doubles where m > 64: Pair's L, P and log P
   std::vector<float> sorted;       // 4m floats: two pairs' canonical log P, log Q
   std::vector<int> index;          // m: the canonical order
-  std::vector<float> forms;        // 2m: the pair being gridded, in canonical order
   std::vector<uint64_t> hashes;    // group
   std::vector<int64_t> pending, same, open;
   std::vector<int64_t> table;      // the twins' hash table
   std::vector<double> ceilings;
   SummaryColumns summaries;        // group: the unsettled pairs' summaries, in pending order
   std::vector<double> pending_ceilings;
-  Terms terms;                     // group x m: the outputs' terms (output_terms)
+  Terms terms;                     // group x m (m for one pair): the outputs' terms
   double* heap_L() { return heap.empty() ? nullptr : heap.data(); }
   double* heap_P() { return heap.empty() ? nullptr : heap.data() + heap.size() / 3; }
   double* heap_LP() { return heap.empty() ? nullptr : heap.data() + 2 * heap.size() / 3; }
 };
 
 using jaxpriv_twins::canonical;
+using jaxpriv_twins::canonical_order;
 
 // rho (double precision) and its order for a pair that prepare() left unsettled, from its
 // first grid's points in `s` (grid_points): the grid's bounds, the branch and bound, Newton's
@@ -590,11 +613,10 @@ double searched_level(const Pair& pair, Search& s, float* order) {
 // rho and its order for one pair of m outputs (float32 logs, -inf for a zero).
 void one_pair(const float* log_P, const float* log_Q, int m, Pair& pair, Scratch& scratch,
               float* value, float* order) {
-  float* sorted_P = scratch.sorted.data();
-  float* sorted_Q = sorted_P + m;
-  canonical(log_P, log_Q, m, scratch.index.data(), sorted_P, sorted_Q);
-  const Settled how = prepare(sorted_P, sorted_Q, m, pair, scratch.heap_L(), scratch.heap_P(),
-                              scratch.heap_LP());
+  canonical_order(log_P, log_Q, m, scratch.index.data());
+  output_terms(log_P, log_Q, m, scratch.terms);
+  const Settled how = prepare(scratch.terms, 0, scratch.index.data(), log_P, m, pair,
+                              scratch.heap_L(), scratch.heap_P(), scratch.heap_LP());
   if (how != Settled::kNo) return write_settled(how, value, order);
   Search s;
   grid_points(pair, s);
@@ -677,11 +699,11 @@ void group_of_pairs(const float* log_P, const float* log_Q, int m, int64_t size,
     open[opened++] = i;
   }
   std::sort(open, open + opened, by_ceiling);
-  float* form = scratch.forms.data();  // 2m floats: the pair in canonical order
   for (int64_t k = 0; k < opened && reaches(ceilings[open[k]], best); ++k) {
     const int64_t i = open[k];
-    canonical(in_P(i), in_Q(i), m, scratch.index.data(), form, form + m);
-    prepare(form, form + m, m, pair, scratch.heap_L(), scratch.heap_P(), scratch.heap_LP());
+    canonical_order(in_P(i), in_Q(i), m, scratch.index.data());
+    prepare(scratch.terms, i * m, scratch.index.data(), in_P(i), m, pair, scratch.heap_L(),
+            scratch.heap_P(), scratch.heap_LP());
     Search s;
     grid_points(pair, s);
     best = std::max(best, s.points[s.best].g);  // a lower bound of the pair's level
@@ -722,10 +744,10 @@ ffi::Error ZcdpOrders(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
   float* o = order->typed_data();
   const int mm = static_cast<int>(m);
   if (group == 1) {
+    scratch.terms.resize(m);
     for (int64_t i = 0; i < count; ++i) one_pair(p + i * m, q + i * m, mm, pair, scratch, v + i, o + i);
     return ffi::Error::Success();
   }
-  scratch.forms.resize(2 * m);
   scratch.hashes.resize(group);
   scratch.pending.resize(group);
   scratch.same.resize(group);
