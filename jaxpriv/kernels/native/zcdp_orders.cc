@@ -551,8 +551,10 @@ double finish(const Pair& pair, Search& s, float* order, double floor = -kInfini
     count += kSplit;
     // the first point of the highest value, as a scan of all of them finds it
     if (best > widest) best += kSplit;
-    for (int j = widest + 1; j <= widest + kSplit; ++j)
-      if (points[j].g > points[best].g || (points[j].g == points[best].g && j < best)) best = j;
+    for (int j = widest + 1; j <= widest + kSplit; ++j) {  // without a branch
+      const double held = points[best].g, g = points[j].g;
+      best = (g > held) | ((g == held) & (j < best)) ? j : best;
+    }
     // the new intervals' bounds in one vectorized call (four scalar calls: their divisions
     // waited on one another)
     interval_bounds(pair, points + widest, kSplit + 2, bounds + widest);
@@ -566,10 +568,16 @@ double finish(const Pair& pair, Search& s, float* order, double floor = -kInfini
   for (int step = 0; step < kNewtonSteps; ++step) {
     double gt, n, dn;
     with_slope(pair, t, true, &gt, &n, &dn);
-    if (gt > g) g = gt, at = t;
-    if (n > 0.0) lo = t; else hi = t;
-    double next = dn < 0.0 ? t - n / dn : -1.0;
-    if (!(next > lo && next < hi)) next = std::sqrt(lo * hi);
+    // (selects, not branches: their outcomes are data's)
+    const bool higher = gt > g;
+    g = higher ? gt : g;
+    at = higher ? t : at;
+    const bool rising = n > 0.0;
+    lo = rising ? t : lo;
+    hi = rising ? hi : t;
+    const double newton = t - n / dn, bisection = std::sqrt(lo * hi);
+    const bool inside = (dn < 0.0) & (newton > lo) & (newton < hi);
+    const double next = inside ? newton : bisection;
     if (std::fabs(next - t) <= 1e-12 * t || !(hi > lo)) break;
     t = next;
   }
