@@ -674,7 +674,7 @@ int main() {
     if (summarize(terms, 0, m, summary) != Settled::kNo) continue;
     Pair pair;
     canonical_order(rows[0], rows[1], m, scratch.index.data());
-    prepare(terms, 0, scratch.index.data(), rows[0], m, pair, nullptr, nullptr, nullptr);
+    prepare(terms, 0, scratch.index.data(), rows[0], rows[1], m, pair, nullptr, nullptr, nullptr);
     Search s;
     grid_points(pair, s);
     const double grid = grid_ceiling(pair, s);

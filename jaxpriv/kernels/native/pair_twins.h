@@ -15,29 +15,41 @@
 
 namespace jaxpriv_twins {
 
-// A pair's m outputs in canonical order, by log P and then log Q, into out_P, out_Q (`index`:
-// m ints of scratch). A pair with a NaN is copied as it is (its level is NaN).
+// The canonical order of a pair's m outputs, by log P and then log Q: index[k], the output at
+// place k (`index`: m ints). A pair with a NaN keeps its order (its level is NaN).
 template <typename T>
-void canonical(const T* log_P, const T* log_Q, int m, int* index, T* out_P, T* out_Q) {
+void canonical_order_by_compares(const T* log_P, const T* log_Q, int m, int* index) {
   bool nan = false;
   for (int i = 0; i < m; ++i) nan |= std::isnan(log_P[i]) || std::isnan(log_Q[i]);
   for (int i = 0; i < m; ++i) index[i] = i;
-  if (!nan) {
-    const auto before = [&](int a, int b) {
-      return log_P[a] < log_P[b] || (log_P[a] == log_P[b] && log_Q[a] < log_Q[b]);
-    };
-    if (m > 32) {
-      std::sort(index, index + m, before);
-    } else {  // insertion sort: m is small
-      for (int i = 1; i < m; ++i)
-        for (int j = i; j > 0 && before(index[j], index[j - 1]); --j)
-          std::swap(index[j], index[j - 1]);
-    }
+  if (nan) return;
+  const auto before = [&](int a, int b) {
+    return log_P[a] < log_P[b] || (log_P[a] == log_P[b] && log_Q[a] < log_Q[b]);
+  };
+  if (m > 32) {
+    std::sort(index, index + m, before);
+  } else {  // insertion sort: m is small
+    for (int i = 1; i < m; ++i)
+      for (int j = i; j > 0 && before(index[j], index[j - 1]); --j)
+        std::swap(index[j], index[j - 1]);
   }
+}
+
+// The outputs at `index` (a pair's canonical order) into out_P, out_Q.
+template <typename T>
+void gather_outputs(const T* log_P, const T* log_Q, int m, const int* index, T* out_P,
+                    T* out_Q) {
   for (int i = 0; i < m; ++i) {
     out_P[i] = log_P[index[i]];
     out_Q[i] = log_Q[index[i]];
   }
+}
+
+// A pair's m outputs in canonical order into out_P, out_Q (`index`: m ints of scratch).
+template <typename T>
+void canonical(const T* log_P, const T* log_Q, int m, int* index, T* out_P, T* out_Q) {
+  canonical_order_by_compares(log_P, log_Q, m, index);
+  gather_outputs(log_P, log_Q, m, index, out_P, out_Q);
 }
 
 // float pairs (zcdp_orders.cc): the same order by integer keys, faster than the comparisons of
@@ -57,14 +69,8 @@ inline uint32_t ordered_bits(float x) {
 inline void canonical_order(const float* log_P, const float* log_Q, int m, int* order) {
   bool nan = false;
   for (int i = 0; i < m; ++i) nan |= std::isnan(log_P[i]) || std::isnan(log_Q[i]);
+  if (nan || m > 64) return canonical_order_by_compares(log_P, log_Q, m, order);
   for (int i = 0; i < m; ++i) order[i] = i;
-  if (nan) return;
-  if (m > 64) {
-    std::sort(order, order + m, [&](int a, int b) {
-      return log_P[a] < log_P[b] || (log_P[a] == log_P[b] && log_Q[a] < log_Q[b]);
-    });
-    return;
-  }
   uint64_t keys[64];
   for (int i = 0; i < m; ++i)
     keys[i] = (static_cast<uint64_t>(ordered_bits(log_P[i])) << 32) | ordered_bits(log_Q[i]);
@@ -81,10 +87,7 @@ inline void canonical_order(const float* log_P, const float* log_Q, int m, int* 
 inline void canonical(const float* log_P, const float* log_Q, int m, int* index, float* out_P,
                       float* out_Q) {
   canonical_order(log_P, log_Q, m, index);
-  for (int i = 0; i < m; ++i) {
-    out_P[i] = log_P[index[i]];
-    out_Q[i] = log_Q[index[i]];
-  }
+  gather_outputs(log_P, log_Q, m, index, out_P, out_Q);
 }
 
 // same[i]: the first of `count` pairs (2m values each, consecutive in `forms`) with pair i's

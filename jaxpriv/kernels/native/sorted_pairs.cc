@@ -314,34 +314,41 @@ double rr_gdp_threshold(double mu) {
 
 // Every pair's level (`group` 1: solve(i, -1) for each), or with group > 1 each group's max: a
 // group's pairs are solved in decreasing order of `bound(i)` (an upper bound of pair i's level;
-// equal bounds in index order), and a pair whose bound is below `limit(best)`, best the largest
-// level solved so far in its group, reads 0 (below the group's max); solve(i, best) may read 0
-// too where it finds the pair below the best. The order by ranks, each the count of the bounds
-// before it, in loops without a branch (std::sort of a mechanism's 12 pairs, its comparisons
-// mispredicted, was ~15% of the eps(delta) kernel's time); std::sort beyond 64 pairs.
-template <typename Bound, typename Solve, typename Limit>
-void solve_groups(int64_t count, int64_t group, float* out, Bound bound_of, Solve solve,
-                  Limit limit) {
+// equal bounds by `tie(i)`, then in index order), and a pair whose bound is below
+// `limit(best)`, best the largest level solved so far in its group, reads 0 (below the group's
+// max); solve(i, best) may read 0 too where it finds the pair below the best. The order by
+// ranks, each the count of the pairs before it, in loops without a branch (std::sort of a
+// mechanism's 12 pairs, its comparisons mispredicted, was ~15% of the eps(delta) kernel's
+// time); std::stable_sort beyond 64 pairs.
+template <typename Bound, typename Tie, typename Solve, typename Limit>
+void solve_groups(int64_t count, int64_t group, float* out, Bound bound_of, Tie tie_of,
+                  Solve solve, Limit limit) {
   if (group == 1) {
     for (int64_t i = 0; i < count; ++i) out[i] = solve(i, -1.0);
     return;
   }
   std::vector<double> bound(group);
+  std::vector<uint64_t> tie(group);
   std::vector<int64_t> order(group);
   for (int64_t start = 0; start < count; start += group) {
-    for (int64_t j = 0; j < group; ++j) bound[j] = bound_of(start + j);  // never NaN
+    for (int64_t j = 0; j < group; ++j) {
+      bound[j] = bound_of(start + j);  // never NaN
+      tie[j] = tie_of(start + j);
+    }
     if (group <= 64) {
       for (int64_t j = 0; j < group; ++j) {
         const double b = bound[j];
+        const uint64_t t = tie[j];
         int64_t rank = 0;
         for (int64_t k = 0; k < group; ++k)
-          rank += (bound[k] > b) | ((bound[k] == b) & (k < j));
+          rank += (bound[k] > b) | ((bound[k] == b) & ((tie[k] < t) | ((tie[k] == t) & (k < j))));
         order[rank] = j;
       }
     } else {
       for (int64_t j = 0; j < group; ++j) order[j] = j;
-      std::stable_sort(order.begin(), order.end(),
-                       [&](int64_t x, int64_t y) { return bound[x] > bound[y]; });
+      std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
+        return bound[x] > bound[y] || (bound[x] == bound[y] && tie[x] < tie[y]);
+      });
     }
     float best = -1.0f;  // none solved yet (every level is >= 0)
     double below = -kInf;
@@ -358,6 +365,22 @@ void solve_groups(int64_t count, int64_t group, float* out, Bound bound_of, Solv
       }
     }
   }
+}
+
+// A key of the pair (P, Q) that (Q, P) shares: each output's two bits, the smaller first, mixed
+// with its place. GDP's equal bounds are ordered by it, so that a pair and its reverse are
+// solved one after the other (the second read, not solved) where many pairs share a bound (a
+// randomized response's); pairs that share it otherwise only lose that.
+inline uint64_t symmetric_key(const float* log_P, const float* log_Q, int m) {
+  uint64_t key = 0;
+  for (int i = 0; i < m; ++i) {
+    uint32_t a, b;
+    std::memcpy(&a, log_P + i, sizeof a);
+    std::memcpy(&b, log_Q + i, sizeof b);
+    const uint64_t both = (static_cast<uint64_t>(std::min(a, b)) << 32) | std::max(a, b);
+    key = (key ^ both) * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(i);
+  }
+  return key;
 }
 
 // The GDP level of every pair; with group > 1, of each group of `group` consecutive pairs (a
@@ -394,6 +417,7 @@ ffi::Error Gdp(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
         return std::max(max_log_ratio(p + i * m, q + i * m, mm),
                         max_log_ratio(q + i * m, p + i * m, mm));
       },
+      [&](int64_t i) { return symmetric_key(p + i * m, q + i * m, mm); },
       [&](int64_t i, double best) {
         const float* first = p + i * m;
         const float* second = q + i * m;
@@ -441,6 +465,7 @@ ffi::Error EpsAtDelta(ffi::Buffer<ffi::F32> log_P, ffi::Buffer<ffi::F32> log_Q,
         // the bound holds for delta >= 0 only: any other delta (NaN, negative) is solved
         return d[i] >= 0.0f ? max_log_ratio(p + i * m, q + i * m, mm) : kInf;
       },
+      [](int64_t) { return uint64_t{0}; },  // equal bounds in index order
       [&](int64_t i, double) { return one_pair(p + i * m, q + i * m, mm, d[i], entries.data()); },
       [](double best) { return best; });
   return ffi::Error::Success();

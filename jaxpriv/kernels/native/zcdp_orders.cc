@@ -184,8 +184,9 @@ inline double max_of(double a, double b) { return a < b ? b : a; }
 // inside where (D - tl S) S > 0 and (tr S - D) S > 0. (Before: x and s/(2x + 1) by three
 // divisions, each waiting on the last: a tenth of the kernel.) Branch-free (the grid's bounds
 // are independent: interval_bounds' loop vectorizes). Where S = 0 or a^2 < a s, h has no
-// stationary point inside: the ends' values are the sup. NaN where the arithmetic overflows
-// (t near 1e50 or beyond): bound_between takes D_inf/(tl + 1) there.
+// stationary point inside: the ends' values are the sup. NaN where gl or gr is not finite or
+// the arithmetic overflows (from g t^3 ~ 1e154: t beyond 1e51 to 1e77 with g; the old formula
+// lost the bound there by cancellation): bound_between takes D_inf/(tl + 1) there.
 inline double chord_sup(double tl, double tr, double gl, double gr) {
   const double Kl = gl * tl * (tl + 1.0), Kr = gr * tr * (tr + 1.0);
   const double w = tr - tl;
@@ -282,7 +283,7 @@ void output_terms(const float* log_P, const float* log_Q, int64_t count, Terms& 
     const bool large = -l > kLargeExponent;
     const double y = large ? lq : -l;
     const jaxpriv_fast::ExpExpm1 of_y = jaxpriv_fast::fast_exp_expm1(y);
-    // P phi(-L), as prepare: Q - P + P L where phi(-L) would overflow
+    // P phi(-L); Q - P + P L where phi(-L) would overflow
     const double term = large ? of_y.exp - p + p * l : p * phi_from(y, of_y.expm1);
     kl_term[e] = valid ? term : (p_zero & !nan ? first : 0.0);
     l_out[e] = l;
@@ -291,13 +292,29 @@ void output_terms(const float* log_P, const float* log_Q, int64_t count, Terms& 
   }
 }
 
+constexpr double kFastExpLow = -700.0;  // fast_exp reads 0 below
+
+// An output's P and its term of KL where fast_exp read 0 (log P, or log Q where P = 0, below
+// kFastExpLow): by glibc's exp, as their sums need them (a level of a few float32 subnormals,
+// e.g. 2.1e-44, read 0 without).
+inline void tiny_term(double lp, double lq, double* p, double* term) {
+  if (lp == -kInfinity) {
+    *term = std::exp(lq);  // Q where P = 0
+    return;
+  }
+  const double l = lp - lq;
+  *p = std::exp(lp);
+  *term = -l > kLargeExponent ? std::exp(lq) - *p + *p * l : *p * fast_phi(-l);
+}
+
 // One pair into `pair` from its outputs' terms (output_terms; those of its m outputs at `at`,
 // read in canonical order: order[k], the k-th output): the outputs with P > 0, their L, P and
 // log P, KL and D_inf; or how its level is settled without a search. Its sums in canonical
 // order, so that twins get the same bits. (Before: each output's exponentials taken again
-// here, with glibc's exp where fast_exp reads 0 or phi(-L) overflows; the first pass had them.)
-Settled prepare(const Terms& terms, int64_t at, const int* order, const float* log_P, int m,
-                Pair& pair, double* heap_L, double* heap_P, double* heap_LP) {
+// here; the first pass had them. Only those below fast_exp's range are: tiny_term.)
+Settled prepare(const Terms& terms, int64_t at, const int* order, const float* log_P,
+                const float* log_Q, int m, Pair& pair, double* heap_L, double* heap_P,
+                double* heap_LP) {
   pair.size = 0;
   pair.l = m <= 64 ? pair.L : heap_L;
   pair.p = m <= 64 ? pair.P : heap_P;
@@ -309,13 +326,18 @@ Settled prepare(const Terms& terms, int64_t at, const int* order, const float* l
   int64_t flags = 0;
   for (int k = 0; k < m; ++k) {
     const int64_t e = at + order[k];
+    const double lp = log_P[order[k]], lq = log_Q[order[k]];
+    double p = terms.p[e], term = terms.kl[e];  // Q where P = 0 (in t KL), 0 where Q = 0 or NaN
+    if ((lp < kFastExpLow && lp > -kInfinity) ||
+        (lp == -kInfinity && lq < kFastExpLow && lq > -kInfinity))
+      tiny_term(lp, lq, &p, &term);
     flags |= terms.flags[e];
-    kl += terms.kl[e];  // Q where P = 0 (in t KL), 0 where Q = 0 or a value is NaN
+    kl += term;
     if (!(terms.flags[e] & 4)) continue;
     const double l = terms.l[e];
     L[pair.size] = l;
-    P[pair.size] = terms.p[e];
-    LP[pair.size] = log_P[order[k]];
+    P[pair.size] = p;
+    LP[pair.size] = lp;
     ++pair.size;
     d_inf = std::max(d_inf, l);
   }
@@ -625,7 +647,7 @@ void one_pair(const float* log_P, const float* log_Q, int m, Pair& pair, Scratch
               float* value, float* order) {
   canonical_order(log_P, log_Q, m, scratch.index.data());
   output_terms(log_P, log_Q, m, scratch.terms);
-  const Settled how = prepare(scratch.terms, 0, scratch.index.data(), log_P, m, pair,
+  const Settled how = prepare(scratch.terms, 0, scratch.index.data(), log_P, log_Q, m, pair,
                               scratch.heap_L(), scratch.heap_P(), scratch.heap_LP());
   if (how != Settled::kNo) return write_settled(how, value, order);
   Search s;
@@ -726,8 +748,8 @@ void group_of_pairs(const float* log_P, const float* log_Q, int m, int64_t size,
   for (int64_t k = 0; k < opened && reaches(ceilings[open[k]], best); ++k) {
     const int64_t i = open[k];
     canonical_order(in_P(i), in_Q(i), m, scratch.index.data());
-    prepare(scratch.terms, i * m, scratch.index.data(), in_P(i), m, pair, scratch.heap_L(),
-            scratch.heap_P(), scratch.heap_LP());
+    prepare(scratch.terms, i * m, scratch.index.data(), in_P(i), in_Q(i), m, pair,
+            scratch.heap_L(), scratch.heap_P(), scratch.heap_LP());
     Search s;
     grid_points(pair, s);
     best = std::max(best, s.points[s.best].g);  // a lower bound of the pair's level
