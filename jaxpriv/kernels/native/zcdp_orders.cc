@@ -246,6 +246,12 @@ inline uint64_t mix64(uint64_t x) {  // splitmix64's finalizer
   return x ^ (x >> 31);
 }
 
+// An output's term of KL, P phi(-L); Q - P + P L where phi(-L) would overflow (`large`: -L >
+// kLargeExponent; `q` = Q is read only then, `phi` = phi(-L) only otherwise).
+inline double kl_term(double p, double l, bool large, double q, double phi) {
+  return large ? q - p + p * l : p * phi;
+}
+
 // Per output of a group's pairs (flat, in the order given): the terms of every sum over a
 // pair's outputs (its summary's, and prepare()'s in canonical order), branch-free, so that the
 // loop over a whole group's outputs vectorizes (scalar exp and expm1 calls for every pair of a
@@ -257,17 +263,20 @@ struct Terms {
   void resize(size_t n) { kl.resize(n), l.resize(n), p.resize(n), hash.resize(n), flags.resize(n); }
 };
 
-void output_terms(const float* log_P, const float* log_Q, int64_t count, Terms& out) {
-  double* kl_term = out.kl.data();
+void output_terms(const float* log_P, const float* log_Q, int64_t count, Terms& out,
+                  bool hashed = true) {
+  double* kl_terms = out.kl.data();
   double* l_out = out.l.data();
   double* p_out = out.p.data();
   uint64_t* hash = out.hash.data();
   int64_t* flags = out.flags.data();
-  for (int64_t e = 0; e < count; ++e) {
-    uint32_t bits_p, bits_q;
-    std::memcpy(&bits_p, log_P + e, sizeof bits_p);
-    std::memcpy(&bits_q, log_Q + e, sizeof bits_q);
-    hash[e] = mix64((static_cast<uint64_t>(bits_p) << 32) | bits_q);
+  if (hashed) {  // (one pair alone has no twins to find)
+    for (int64_t e = 0; e < count; ++e) {
+      uint32_t bits_p, bits_q;
+      std::memcpy(&bits_p, log_P + e, sizeof bits_p);
+      std::memcpy(&bits_q, log_Q + e, sizeof bits_q);
+      hash[e] = mix64((static_cast<uint64_t>(bits_p) << 32) | bits_q);
+    }
   }
   for (int64_t e = 0; e < count; ++e) {
     const double lp = log_P[e], lq = log_Q[e];
@@ -283,9 +292,8 @@ void output_terms(const float* log_P, const float* log_Q, int64_t count, Terms& 
     const bool large = -l > kLargeExponent;
     const double y = large ? lq : -l;
     const jaxpriv_fast::ExpExpm1 of_y = jaxpriv_fast::fast_exp_expm1(y);
-    // P phi(-L); Q - P + P L where phi(-L) would overflow
-    const double term = large ? of_y.exp - p + p * l : p * phi_from(y, of_y.expm1);
-    kl_term[e] = valid ? term : (p_zero & !nan ? first : 0.0);
+    const double term = kl_term(p, l, large, of_y.exp, phi_from(y, of_y.expm1));
+    kl_terms[e] = valid ? term : (p_zero & !nan ? first : 0.0);
     l_out[e] = l;
     p_out[e] = valid ? p : 0.0;
     flags[e] = (nan ? 1 : 0) | (!p_zero & q_zero & !nan ? 2 : 0) | (valid ? 4 : 0);
@@ -303,8 +311,9 @@ inline void tiny_term(double lp, double lq, double* p, double* term) {
     return;
   }
   const double l = lp - lq;
+  const bool large = -l > kLargeExponent;
   *p = std::exp(lp);
-  *term = -l > kLargeExponent ? std::exp(lq) - *p + *p * l : *p * fast_phi(-l);
+  *term = kl_term(*p, l, large, large ? std::exp(lq) : 0.0, large ? 0.0 : fast_phi(-l));
 }
 
 // One pair into `pair` from its outputs' terms (output_terms; those of its m outputs at `at`,
@@ -611,8 +620,8 @@ double finish(const Pair& pair, Search& s, float* order, double floor = -kInfini
   return g;
 }
 
-// Scratch space of one call: the pair's outputs beyond 64, two pairs' outputs in canonical
-// order, and a group's per-pair arrays.
+// Scratch space of one call: the pair's outputs beyond 64, a pair's outputs in canonical order,
+// and a group's per-pair arrays (its representatives' canonical forms among them).
 struct Scratch {
   std::vector<double> heap;        // 3m doubles where m > 64: Pair's L, P and log P
   std::vector<float> sorted;       // 2m floats: a pair's canonical log P, log Q
@@ -646,7 +655,7 @@ double searched_level(const Pair& pair, Search& s, float* order) {
 void one_pair(const float* log_P, const float* log_Q, int m, Pair& pair, Scratch& scratch,
               float* value, float* order) {
   canonical_order(log_P, log_Q, m, scratch.index.data());
-  output_terms(log_P, log_Q, m, scratch.terms);
+  output_terms(log_P, log_Q, m, scratch.terms, false);
   const Settled how = prepare(scratch.terms, 0, scratch.index.data(), log_P, log_Q, m, pair,
                               scratch.heap_L(), scratch.heap_P(), scratch.heap_LP());
   if (how != Settled::kNo) return write_settled(how, value, order);
