@@ -389,3 +389,18 @@ def test_gdp_gradient_matches_central_differences(x64):
             central[index] = (float(mu(jnp.asarray(logs + step))) -
                               float(mu(jnp.asarray(logs - step)))) / (2 * h)
         np.testing.assert_allclose(grad, central, rtol=1e-5, atol=1e-8)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_delta_at_infinite_epsilon_is_the_mass_where_q_is_zero(x64, dtype):
+    """δ(ε) → P(Q = 0) as ε → ∞ (SPEC §5's Σ max(0, P − e^ε Q)): at ε = +∞ the limit, never NaN
+    (e^{−∞ + ∞} was NaN where Q = 0), float32 and float64; a finite large ε agrees."""
+    K = np.array([[0.5, 0.3, 0.2, 0.0], [0.0, 0.6, 0.4, 0.0], [0.25, 0.25, 0.25, 0.25]])
+    with np.errstate(divide="ignore"):
+        log_K = np.log(K).astype(dtype)
+    mech = Mechanism(jnp.asarray(log_K), jnp.full(3, -np.log(3.0), dtype),
+                     jnp.full(3, -np.log(3.0), dtype), None, None)
+    # P(Q = 0) over ordered pairs: row 2 against row 1 puts 0.25 + 0.25 where row 1 is 0
+    at_inf = float(pair_notions.delta(mech, np.inf))
+    assert at_inf == pytest.approx(0.5, rel=1e-6)
+    assert float(pair_notions.delta(mech, 80.0)) == pytest.approx(0.5, rel=1e-6)

@@ -153,7 +153,8 @@ def chi2_pair(log_P, log_Q):
 def hockey_stick_pair(log_P, log_Q, epsilon):
     """``δ(ε) = Σ max(0, P − e^ε Q)``, clipped to ``[0, 1]``."""
     P = jnp.exp(log_P)
-    scaled = jnp.exp(log_Q + epsilon)
+    # e^ε·Q is 0 where Q = 0, at ε = +∞ too (the limit: δ(∞) is P's mass where Q = 0; -∞ + ∞ was NaN)
+    scaled = jnp.exp(jnp.where(log_Q == -jnp.inf, -jnp.inf, log_Q + epsilon))
     return jnp.clip(jnp.sum(jnp.maximum(P - scaled, 0.0), axis=-1), 0.0, 1.0)
 
 
