@@ -564,7 +564,8 @@ double finish(const Pair& pair, Search& s, float* order, double floor = -kInfini
     const int widest = intervals.widest;
     const double target = std::max(points[best].g, kl);
     if (!(bounds[widest] > target * (1.0 + kTolerance))) break;
-    // split [widest, widest + 1] into kSplit + 1 equal parts in u
+    // split [widest, widest + 1] (the interval of the largest bound) into kSplit + 1 equal
+    // parts in u
     const Point a = points[widest], b = points[widest + 1];
     for (int j = count - 1; j > widest; --j) points[j + kSplit] = points[j];
     for (int j = count - 2; j > widest; --j) bounds[j + kSplit] = bounds[j];
