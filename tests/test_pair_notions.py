@@ -13,6 +13,7 @@ from scipy.stats import norm
 
 import reference
 from jaxpriv import InputError, Mechanism, level
+from jaxpriv.registry import notion
 from jaxpriv.core import families, pair_notions, zcdp
 
 KEYS = ("tv", "kl", "chi2", "renyi", "zcdp", "delta", "eps_at_delta", "gdp", "max_leakage",
@@ -404,3 +405,17 @@ def test_delta_at_infinite_epsilon_is_the_mass_where_q_is_zero(x64, dtype):
     at_inf = float(pair_notions.delta(mech, np.inf))
     assert at_inf == pytest.approx(0.5, rel=1e-6)
     assert float(pair_notions.delta(mech, 80.0)) == pytest.approx(0.5, rel=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_renyi_at_an_order_that_rounds_to_one_is_kl(x64, dtype):
+    """An order just above 1 (1 + 1e-9) rounds to 1 in float32: D_α there is the α → 1 limit,
+    KL (Mironov 2017, Prop. 2's limit), never NaN (expm1((α−1)L)/(α−1) was 0/0); in float64 the
+    same order gives KL to ~1e-8 relative."""
+    mech = _random_mechanisms(3, batch=32, n=3, m=4)
+    mech = Mechanism(mech.log_K.astype(dtype), mech.log_prior.astype(dtype),
+                     mech.log_belief.astype(dtype), None, None)
+    got = np.asarray(notion("renyi").evaluate(mech, {"order": 1.0 + 1e-9}))
+    kl = np.asarray(notion("kl").evaluate(mech, {}))
+    assert not np.isnan(got).any()
+    np.testing.assert_allclose(got, kl, rtol=1e-5 if dtype == np.float32 else 1e-7, atol=1e-7)

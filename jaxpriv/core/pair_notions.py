@@ -211,8 +211,13 @@ def alpha_divergence_terms(log_P, log_Q, order):
     z = h * jnp.where(both, L, 0.0)
     moderate = z <= 1.0
     zm = jnp.where(moderate, z, 0.0)
-    grown = jnp.where(moderate, P * jnp.expm1(zm) / h,
-                      (jnp.exp(jnp.minimum(jnp.where(both, log_P, 0.0) + z, 1.0)) - P) / h)
+    # α − 1 = 0 where an order just above 1 rounds to 1 (1 + 1e-9 in float32): expm1(hL)/h is L
+    # there, the α → 1 limit (0/0 was NaN)
+    at_one = h == 0.0
+    h_safe = jnp.where(at_one, 1.0, h)
+    grown = jnp.where(moderate,
+                      P * jnp.where(at_one, jnp.where(both, L, 0.0), jnp.expm1(zm) / h_safe),
+                      (jnp.exp(jnp.minimum(jnp.where(both, log_P, 0.0) + z, 1.0)) - P) / h_safe)
     direct = (grown - P + Q) / alpha
     terms = jnp.where(small, Q * series, direct)
     only_q = (log_Q > NEG_INF) & (log_P == NEG_INF)
@@ -243,7 +248,8 @@ def renyi_over_order(log_P, log_Q, order):
     small = y < 1e-6  # log1p(y)/y by its series there (exact to 1e-18; no 0/0 at y = 0)
     log1p_ratio = jnp.where(small, 1.0 - y / 2.0 + y * y / 3.0,
                             jnp.log1p(y) / jnp.where(small, 1.0, y))
-    value = jnp.where(large, jnp.where(large, lse, 0.0) / (alpha * h), H * log1p_ratio)
+    value = jnp.where(large, jnp.where(large, lse, 0.0) / jnp.where(large, alpha * h, 1.0),
+                      H * log1p_ratio)
     return jnp.where(jnp.isinf(H) & ~large, jnp.inf, jnp.maximum(value, 0.0))
 
 
