@@ -419,3 +419,21 @@ def test_renyi_at_an_order_that_rounds_to_one_is_kl(x64, dtype):
     kl = np.asarray(notion("kl").evaluate(mech, {}))
     assert not np.isnan(got).any()
     np.testing.assert_allclose(got, kl, rtol=1e-5 if dtype == np.float32 else 1e-7, atol=1e-7)
+
+
+@pytest.mark.parametrize("dtype, orders", [(np.float64, (1e150, 1e160, 1e200, 1e308)),
+                                           (np.float32, (1e18, 1e20, 1e30, 3e38))])
+def test_renyi_at_huge_orders_tends_to_ldp(x64, dtype, orders):
+    """D_α ↑ D_∞ (the LDP level) as α → ∞ (Mironov 2017, Prop. 4's limit): where α(α − 1)
+    overflows the level must stay there, not read 0 (a false D6 violation at α = 1e200) or NaN
+    (α = 1e308); ∞ where Q = 0 < P."""
+    mech = _random_mechanisms(4, batch=16, n=3, m=4)
+    K = np.exp(np.asarray(mech.log_K))
+    K[:4, 1, 0] = 0.0  # Q = 0 < P for pairs (0, 1)
+    K[:4] /= K[:4].sum(-1, keepdims=True)
+    mech = Mechanism.from_K(K.astype(dtype), np.full((16, 3), 1 / 3, dtype))
+    ldp = np.asarray(notion("ldp").evaluate(mech, {}))
+    for order in orders:
+        got = np.asarray(notion("renyi").evaluate(mech, {"order": order}))
+        assert not np.isnan(got).any()
+        np.testing.assert_allclose(got, ldp, rtol=1e-6 if dtype == np.float32 else 1e-9)
