@@ -102,6 +102,16 @@ def test_an_infinite_atom_above_delta_is_infinite_at_both_ends():
     assert lower <= 1 - 0.5 ** 3 <= upper and upper - lower < 1e-9
 
 
+def test_disjoint_supports_are_infinite_not_an_error():
+    """P's whole mass where Q = 0 (disjoint supports): every δ(ε) < 1 needs ε = ∞ and δ(ε) = 1
+    at every ε (log1p(−1) raised ValueError in the bracket's +∞ atom)."""
+    with np.errstate(divide="ignore"):
+        P, Q = np.log([0.5, 0.5, 0.0]), np.log([0.0, 0.0, 1.0])
+    assert cb.eps_bracket([(P, Q, 200)], 1e-5, size=1024) == (math.inf, math.inf)
+    lower, upper = cb.delta_bracket([(P, Q, 200)], 3.0, size=1024)
+    assert lower == pytest.approx(1.0) and upper == pytest.approx(1.0)
+
+
 @pytest.mark.parametrize("size, message", [(100, "power of 2"), (8, "power of 2"),
                                            (1 << 30, "power of 2"), (64, "cannot bracket")])
 def test_bad_grid_sizes_are_one_clear_error(size, message):

@@ -131,7 +131,9 @@ def pair_bracket(parts: Sequence, size: int = DEFAULT_SIZE) -> PairBracket:
     span = sum(k * (float(L.max() - L.min()) if L.size else 0.0) for L, _, _, k, _ in items)
     largest = max((float(np.abs(L).max()) for L, *_ in items if L.size), default=1.0)
     step = span / (size - total - 1) if span > 0 else max(largest, 1.0) * 2.0 ** -40
-    survive = sum(k * math.log1p(-min(p_inf, 1.0)) for _, _, p_inf, k, _ in items)
+    # (a part whose +∞ atom holds all of P's mass: nothing survives, log1p(−1) raised)
+    survive = sum((k * math.log1p(-p_inf) if p_inf < 1.0 else -math.inf) if k else 0.0
+                  for _, _, p_inf, k, _ in items)
     infinite = -math.expm1(survive)
     return PairBracket(_grid(items, step, size, np.floor, infinite),
                        _grid(items, step, size, np.ceil, infinite), step, size)
