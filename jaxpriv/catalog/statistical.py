@@ -310,7 +310,8 @@ def r14_check(T, kappa1, eps):
     if T.ndim or kappa.ndim or eps.ndim:
         raise InputError("an R14 witness is one setting: T, kappa1 and eps must be numbers")
     log_failure = float(statistical.log_failure_probability(int(T), kappa, eps))
-    log_claimed = math.log(2.0) - float(eps) ** 2 * float(T) * float(kappa) / 3.0
+    # (ε·ε: float ** 2 raises OverflowError beyond ε ≈ 1.3e154, where the claim is −∞ in logs)
+    log_claimed = math.log(2.0) - float(eps) * float(eps) * float(T) * float(kappa) / 3.0
     log_slack = log_claimed - log_failure
     with np.errstate(over="ignore", under="ignore"):
         values = [np.float64(v) for v in (eps, T * kappa, T * kappa, True, np.exp(log_failure),

@@ -78,7 +78,11 @@ def gaussian_delta(mu, epsilon) -> Float[Array, "*b"]:
     log_phi_a = jnp.where(tail, jnp.log(0.5 * erfcx(-at / _ROOT2)) - at * at / 2.0, log_ndtr(a))
     gap = jnp.where(tail, jnp.log(erfcx(-bt / _ROOT2)) - jnp.log(erfcx(-at / _ROOT2)),
                     epsilon + log_ndtr(b) - log_ndtr(a))
-    value = jnp.exp(log_phi_a) * -jnp.expm1(gap)
+    # Φ(a) = 0 in floating point (ε/μ beyond ~1e308: erfcx's tail underflows): δ = 0 there, not
+    # 0·(1 − e^{−∞ + ∞}) = NaN
+    nothing = jnp.isneginf(log_phi_a) | jnp.isnan(gap)
+    value = jnp.exp(log_phi_a) * -jnp.expm1(jnp.where(nothing, 0.0, gap))
+    value = jnp.where(nothing, 0.0, value)
     return jnp.where(positive, jnp.maximum(value, 0.0), 0.0)
 
 

@@ -240,6 +240,8 @@ def _as_float64(x, name: str, min_ndim: int) -> np.ndarray:
         a = np.asarray(x, dtype=np.float64)
     except (TypeError, ValueError):
         raise InputError(f"{name} must be a rectangular array of numbers") from None
+    except OverflowError:  # an integer literal beyond float64
+        raise InputError(f"{name} has a number too large for a float64") from None
     if a.ndim < min_ndim:
         what = "matrix (rows = secrets, columns = outputs)" if min_ndim == 2 else "vector"
         raise InputError(f"{name} must be a {what}, got shape {a.shape}")
@@ -324,6 +326,11 @@ def _check_records(records: Records | None, n: int) -> None:
         raise InputError(f"records needs k >= 1 and r >= 1, got k={records.k}, r={records.r}")
     if not 0 <= records.default < records.k:
         raise InputError(f"records default {records.default} is not a value in 0..{records.k - 1}")
+    # k^r is computed only where it can equal n (k = 1e0 or r*log k about log n): a huge r took
+    # seconds and memory for the power, then failed to print it
+    if records.k > 1 and records.r * math.log(records.k) > math.log(max(n, 1)) + 1.0:
+        raise InputError(f"records k={records.k}, r={records.r} describe more than {n} databases "
+                         f"(k^r), but K has {n} rows")
     if records.size != n:
         raise InputError(f"records k={records.k}, r={records.r} describe {records.size} "
                          f"databases but K has {n} rows")

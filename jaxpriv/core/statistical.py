@@ -186,7 +186,9 @@ def r15_bound(eps):
     """003 Thm D.1 / 002 Thm A.11:
     ``sqrt((1+ε)log((1+ε)/(1−ε))/2 + (ε + max(log(1+ε), log(1/(1−ε))))/2)``, for ``0 < ε < 1``."""
     eps = jnp.asarray(eps)
-    return jnp.sqrt((1 + eps) * jnp.log((1 + eps) / (1 - eps)) / 2
+    # log((1+ε)/(1−ε)) as log1p(ε) − log1p(−ε): the quotient's rounding lost the bound's digits
+    # at small ε (29% at ε ≤ 1e-17, 2e-5 at 1e-12)
+    return jnp.sqrt((1 + eps) * (jnp.log1p(eps) - jnp.log1p(-eps)) / 2
                     + (eps + jnp.maximum(jnp.log1p(eps), -jnp.log1p(-eps))) / 2)
 
 

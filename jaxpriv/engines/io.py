@@ -51,7 +51,10 @@ def mechanism_from_dict(data: Any) -> tuple[Mechanism, dict[str, Any]]:
         if key in data and not _is_numeric_tree(data[key]):
             raise InputError(f"'{key}' must be an array of numbers")
     records = _records_from(data.get("records"))
-    K = np.asarray(data["K"], dtype=np.float64) if _is_rectangular(data["K"]) else None
+    try:
+        K = np.asarray(data["K"], dtype=np.float64) if _is_rectangular(data["K"]) else None
+    except OverflowError:  # an integer literal beyond float64 (a 400-digit one)
+        raise InputError("'K' has a number too large for a float64") from None
     if K is None or K.ndim != 2:
         raise InputError("'K' must be a matrix: a list of rows of equal length")
     mech = Mechanism.from_K(K, data.get("prior"), data.get("belief"), data.get("values"),
@@ -95,6 +98,8 @@ def read_json(path: str | os.PathLike) -> Any:
     except json.JSONDecodeError as e:
         raise InputError(f"{path}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}"
                          ) from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply to read") from None
     return data
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import sys
 from typing import Any, Callable, Mapping
 
 from jaxpriv.core.errors import InputError
@@ -90,7 +91,10 @@ ORDER = ClaimParameter("order", "α", "a", "--alpha",
                        lambda a: None if 1.0 < a < math.inf else "must be a finite order > 1",
                        origin=1.0)
 DELTA = ClaimParameter("delta", "δ", "d", "--delta",
-                       lambda d: None if 0.0 < d < 1.0 else "must lie in (0, 1)", scientific=True)
+                       lambda d: "must lie in (0, 1)" if not 0.0 < d < 1.0 else
+                       (f"is subnormal: give δ ≥ {sys.float_info.min:.1e} (XLA reads a smaller "
+                        "one as 0: log δ = −∞, every bound ∞)" if d < sys.float_info.min
+                        else None), scientific=True)
 EPSILON = ClaimParameter("epsilon", "ε", "e", "--epsilon",
                          lambda e: None if 0.0 <= e < math.inf else "must be finite and ≥ 0")
 USES = ClaimParameter("k", "k", "k", "--k",

@@ -1,0 +1,74 @@
+"""Inputs at the edges of what floats hold, each found by a hunt through the command line for
+tracebacks, NaN and wrong numbers (2026-11-30): every one is a value or one clear InputError."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import mpmath
+import numpy as np
+import pytest
+
+from jaxpriv import InputError
+from jaxpriv.catalog import statistical as statistical_claims
+from jaxpriv.core import gaussian, statistical
+from jaxpriv.engines import io
+from jaxpriv.registry import claims
+
+
+def test_a_number_beyond_float64_in_a_file_is_one_line(tmp_path):
+    path = tmp_path / "big.json"
+    path.write_text('{"K": [[' + "9" * 400 + ', 0.5], [0.5, 0.5]]}')
+    with pytest.raises(InputError, match="too large for a float64"):
+        io.load_mechanism(path)
+    path.write_text('{"K": [[0.5, 0.5], [0.5, 0.5]], "prior": [' + "9" * 400 + ', 1]}')
+    with pytest.raises(InputError, match="too large for a float64"):
+        io.load_mechanism(path)
+
+
+def test_json_nested_too_deeply_is_one_line(tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text('{"K": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(InputError, match="nested too deeply"):
+        io.read_json(path)
+
+
+def test_records_of_a_huge_r_are_refused_without_computing_k_to_the_r():
+    with pytest.raises(InputError, match="more than 2 databases"):
+        io.mechanism_from_dict({"K": [[0.5, 0.5], [0.5, 0.5]],
+                                "records": {"k": 2, "r": 1_000_000_000}})
+
+
+def test_r14_at_a_huge_epsilon_is_a_value():
+    """2·exp(−ε²Tκ₁/3) at ε = 1e200 is 0 (−∞ in logs): no OverflowError from ε ** 2."""
+    result = statistical_claims.r14_check(1000, 0.5, 1e200)
+    assert result is not None
+
+
+def test_r15_bound_keeps_its_digits_at_small_epsilon(x64):
+    """log((1+ε)/(1−ε)) rounded away the bound at small ε (29% at 1e-17): against mpmath at
+    enough digits for 1 + ε to be exact."""
+    for eps in (1e-300, 1e-17, 1e-12, 1e-6, 0.5):
+        with mpmath.workdps(700):
+            e = mpmath.mpf(eps)
+            exact = mpmath.sqrt((1 + e) * mpmath.log((1 + e) / (1 - e)) / 2
+                                + (e + max(mpmath.log1p(e), -mpmath.log1p(-e))) / 2)
+        assert float(statistical.r15_bound(jnp.float64(eps))) == pytest.approx(float(exact),
+                                                                               rel=1e-13)
+
+
+def test_gaussian_delta_at_a_huge_epsilon_is_zero(x64):
+    """δ_μ(ε) → 0 as ε → ∞ (Dong, Roth, Su 2022, Cor. 2.13's curve): at ε = 1e308 it read NaN."""
+    for dtype, eps in ((jnp.float64, 1e308), (jnp.float32, 3e38)):
+        value = gaussian.gaussian_delta(jnp.asarray([0.001, 1.0, 1000.0], dtype), dtype(eps))
+        assert not np.isnan(np.asarray(value)).any()
+        assert (np.asarray(value) == 0.0).all()
+
+
+def test_a_subnormal_delta_is_refused_in_one_line():
+    """XLA reads a subnormal δ as 0 (log δ = −∞): D6 at δ = 1e-310 printed a bound of ∞."""
+    with pytest.raises(InputError, match="subnormal"):
+        claims.DELTA.value("D6", 1e-310)
+    assert claims.DELTA.value("D6", 1e-300) == 1e-300
