@@ -92,6 +92,24 @@ def test_eval_writes_infinity_for_infinite_levels(tmp_path, capsys):
     assert code == 0 and re.search(r"LDP level .* inf", out)
 
 
+def test_eval_says_which_file_option_does_not_fit(tmp_path, capsys):
+    """A file's ``q`` or ``d_true`` that does not fit the mechanism: the levels still print,
+    then one line per notion it kept out, and exit 2 (the ABP and PAC lines vanished in
+    silence, exit 0); a fitting ``q`` prints its details, exit 0."""
+    rows = [[0.6, 0.2, 0.2], [0.2, 0.6, 0.2], [0.2, 0.2, 0.6]]
+    path = tmp_path / "q.json"
+    path.write_text(json.dumps({"K": rows, "q": [0.5, 0.5]}))
+    code, out, err = run_cli(capsys, "eval", str(path))
+    assert code == 2 and "LDP level" in out
+    assert re.search(r"error: .*q\.json: abp: observation law q must have shape", err)
+    path.write_text(json.dumps({"K": rows, "d_true": 7}))
+    code, out, err = run_cli(capsys, "eval", str(path))
+    assert code == 2 and "q.json: pac_beta: " in err
+    path.write_text(json.dumps({"K": rows, "q": [0.2, 0.3, 0.5]}))
+    code, out, err = run_cli(capsys, "eval", str(path))
+    assert code == 0 and "error" not in err
+
+
 def test_check_exit_codes(capsys):
     os.chdir(ROOT)
     code, out, _ = run_cli(capsys, "check", "R6", "examples/r6_counterexample.json")

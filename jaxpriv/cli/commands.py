@@ -33,16 +33,20 @@ def _eval(args) -> int:
         from tqdm.auto import tqdm
 
         bar = tqdm(unit="notion", desc="eval", file=sys.stderr, leave=False)
+    problems: list[str] = []
     with jax.enable_x64(True), io.about(args.file):
         result: dict[str, Any] = {"n": mech.n, "m": mech.m}
-        result.update(evaluate_notions(mech, extras, bar))
+        result.update(evaluate_notions(mech, extras, bar, problems))
     if bar is not None:
         bar.close()
     if args.json:
         print(json.dumps(result))
     else:
         _print_levels(result)
-    return 0
+    # the file set a notion's parameters and they do not fit it: said, not left out in silence
+    for problem in dict.fromkeys(problems):
+        print(f"jaxpriv: error: {args.file}: {problem}", file=sys.stderr)
+    return 2 if problems else 0
 
 
 # -- compose -----------------------------------------------------------------------------------
@@ -110,11 +114,14 @@ def format_value(value: float) -> str:
     return "inf" if math.isinf(value) else f"{value:.10g}"
 
 
-def evaluate_notions(mech, extras: dict[str, Any], bar=None) -> dict[str, Any]:
+def evaluate_notions(mech, extras: dict[str, Any], bar=None,
+                     problems: list[str] | None = None) -> dict[str, Any]:
     """Every registered notion's level on ``mech`` (float64) at its default parameters (the
     file's values for parameters without a default), and its details at the file's parameters:
     notions that need what the file lacks (a records layout, output values, a required
-    parameter) are left out. ``bar``: a tqdm bar advanced per notion (its total set here)."""
+    parameter) are left out. ``bar``: a tqdm bar advanced per notion (its total set here).
+    ``problems``: where given, a notion left out although the file set its parameters (a ``q``
+    of the wrong length, a ``d_true`` that is no secret) appends why, ``"notion: reason"``."""
     from jaxpriv import registry
 
     mech = mech.astype(np.float64)
@@ -133,13 +140,15 @@ def evaluate_notions(mech, extras: dict[str, Any], bar=None) -> dict[str, Any]:
                     if notion.params[name] is registry.REQUIRED}
         try:
             result[key] = _plain(registry.level(key, mech, **required))
-        except InputError:
-            pass
+        except InputError as error:
+            if required and problems is not None:
+                problems.append(f"{key}: {error}")
         if notion.details is not None:
             try:
                 result.update({k: _plain(v) for k, v in notion.details(mech, **given).items()})
-            except InputError:
-                pass
+            except InputError as error:
+                if given and problems is not None:
+                    problems.append(f"{key}: {error}")
         if bar is not None:
             bar.update(1)
     return result
