@@ -3,6 +3,7 @@ tracebacks, NaN and wrong numbers (2026-11-30): every one is a value or one clea
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import jax
@@ -13,7 +14,7 @@ import pytest
 
 from jaxpriv import InputError
 from jaxpriv.catalog import statistical as statistical_claims
-from jaxpriv.core import gaussian, statistical
+from jaxpriv.core import gaussian, notions, statistical
 from jaxpriv.engines import io
 from jaxpriv.registry import claims
 
@@ -72,3 +73,23 @@ def test_a_subnormal_delta_is_refused_in_one_line():
     with pytest.raises(InputError, match="subnormal"):
         claims.DELTA.value("D6", 1e-310)
     assert claims.DELTA.value("D6", 1e-300) == 1e-300
+
+
+def test_a_negative_condition_parameter_or_pac_accuracy_is_one_line():
+    """R3 at ε = −1 and R6 at a PAC accuracy α = −1 were taken (verdict "holds", exit 0)."""
+    from jaxpriv import registry
+    from jaxpriv.core import families
+
+    mech = families.randomized_response(1.0)
+    with pytest.raises(InputError, match=r"condition parameter \(eps_unif\) must lie in \[0, ∞\)"):
+        registry.check(registry.get("R3"), mech, parameter=-1.0)
+    assert registry.check(registry.get("R3"), mech, parameter=2.0) is not None
+    valued = dataclasses.replace(mech, values=jnp.asarray([0.0, 1.0]))
+    with pytest.raises(InputError, match="accuracy 'alpha' >= 0"):
+        notions.failure_probabilities(valued, 0.5, -1.0)
+    assert np.isfinite(np.asarray(notions.failure_probabilities(valued, 0.5, 0.25))).all()
+
+
+def test_r14_takes_no_booleans():
+    with pytest.raises(InputError, match="not true/false"):
+        statistical_claims.r14_check(True, 0.5, 0.1)

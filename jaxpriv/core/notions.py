@@ -354,6 +354,8 @@ def failure_probabilities(mech: Mechanism, mu, alpha) -> Float[Array, "*b n"]:
         if isinstance(value, bool) or not isinstance(
                 value, (int, float, np.number, np.ndarray, jax.Array, jax.core.Tracer)):
             raise InputError(f"the PAC notions need '{name}' to be a number, got {value!r}")
+    if isinstance(alpha, (int, float, np.number)) and not alpha >= 0:  # (a traced α is a search's)
+        raise InputError(f"the PAC notions need an accuracy 'alpha' >= 0, got {alpha!r}")
     return failure_probability_kernel(mech.log_K, mech.values, mu, alpha)
 
 

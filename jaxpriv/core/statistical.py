@@ -44,6 +44,9 @@ up to ``T log T`` carries an absolute error of a few ulps of that size: ~1e−9 
 
 
 def _checked(T, kappa, eps):
+    if any(isinstance(v, bool) or (isinstance(v, np.ndarray) and v.dtype == bool)
+           for v in (T, kappa, eps)):  # (true read as T = 1)
+        raise InputError("T, κ₁ and ε must be numbers, not true/false")
     try:
         T = np.asarray(T, np.float64)
         kappa, eps = np.asarray(kappa, np.float64), np.asarray(eps, np.float64)

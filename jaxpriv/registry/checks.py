@@ -117,6 +117,18 @@ def nan_problem(relation: Relation, result: CheckResult) -> str | None:
     return None
 
 
+def _check_parameter(relation: Relation, parameter) -> None:
+    """A condition parameter given for ``relation``: a level of its parameter notion, so a
+    number in ``[0, maximum]`` (a negative ε or β was taken, and the claim read "holds")."""
+    values = np.asarray(parameter, dtype=np.float64)
+    record = notion(relation.parameter)
+    top = getattr(record, "maximum", None)
+    if np.isnan(values).any() or (values < 0).any() or (top is not None and (values > top).any()):
+        where = f"[0, {top:g}]" if top is not None and np.isfinite(top) else "[0, ∞)"
+        raise InputError(f"{relation.id}: the condition parameter ({relation.parameter}) must lie "
+                         f"in {where}, got {parameter!r}")
+
+
 def check(relation: Relation, mech: Mechanism, *, parameter=None, rtol: float = RTOL,
           atol: float = ATOL, **options: Any) -> CheckResult:
     """Check ``relation`` on ``mech`` (any batch shape), recomputing every level in float64.
@@ -133,6 +145,8 @@ def check(relation: Relation, mech: Mechanism, *, parameter=None, rtol: float = 
     Returns:
       a :class:`CheckResult` of float64 numpy arrays.
     """
+    if parameter is not None and relation.parameter is not None:
+        _check_parameter(relation, parameter)
     with jax.enable_x64(True):
         mech = mech.astype(jnp.float64)
         values = programs.traced_values(relation, np.float64)
