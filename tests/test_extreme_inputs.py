@@ -93,3 +93,19 @@ def test_a_negative_condition_parameter_or_pac_accuracy_is_one_line():
 def test_r14_takes_no_booleans():
     with pytest.raises(InputError, match="not true/false"):
         statistical_claims.r14_check(True, 0.5, 0.1)
+
+
+def test_d5_bound_near_order_one_against_mpmath(x64):
+    """Steinke 2024 Thm 4's bound as α → 1 (the cosh form's two terms meet: 1.25 for 0.9527 at
+    α = 1 + 2e-16, ε = 1.5): within 1e-14 of 80-digit mpmath from α = 1 + 2e-16 to 1e3 and ε
+    from 1e-8 to 700."""
+    from jaxpriv.catalog.dp_literature import _d5_bound
+
+    with mpmath.workdps(80):
+        for alpha in (1 + 2.220446049250313e-16, 1 + 1e-12, 1 + 1e-6, 1.1, 1.4999, 1.5, 2.0, 1e3):
+            for eps in (1e-8, 1e-3, 0.5, 1.5, 50.0, 700.0):
+                a, e = mpmath.mpf(alpha), mpmath.mpf(eps)
+                exact = mpmath.log((mpmath.exp(a * e) + mpmath.exp((1 - a) * e))
+                                   / (1 + mpmath.exp(e))) / (a - 1)
+                got = float(_d5_bound(jnp.float64(alpha))(jnp.float64(eps)))
+                assert got == pytest.approx(float(exact), rel=1e-14), (alpha, eps)
