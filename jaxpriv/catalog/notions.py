@@ -211,11 +211,11 @@ LITERATURE = (
            "over ordered pairs (Dong, Roth, Su 2022, Def. 2.6)", source=SPEC5, unit="",
            params=PAIRS, post_processing=True, label="Gaussian-DP level μ",
            unbounded=True),
-    Notion("max_leakage", lambda mech: pair_notions.max_leakage(mech),
+    Notion("max_leakage", lambda mech: notions.max_leakage(mech),
            doc="maximal leakage log Σ_w max_{d: π(d)>0} K[d,w] (Issa, Wagner, Kamath 2020, "
                "Thm 1)", source=SPEC5, needs_prior=True, post_processing=True,
            label="maximal leakage"),
-    Notion("pml", lambda mech: pair_notions.pml(mech),
+    Notion("pml", lambda mech: notions.pml(mech),
            doc="pointwise maximal leakage, max over outputs: log max_{d: π(d)>0} K[d,w]/p(w) "
                "(Saeidian, Cervia, Oechtering, Skoglund 2023)", source=SPEC5, needs_prior=True,
            post_processing=True, label="pointwise maximal leakage (max over outputs)"),

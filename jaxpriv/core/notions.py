@@ -1,4 +1,7 @@
-"""Exact privacy notions of finite mechanisms (SPEC §2.1–2.5, §2.7).
+"""Exact privacy notions of finite mechanisms (SPEC §2.1–2.5, §2.7), and SPEC §5's channel
+notions with a prior: maximal leakage ``log Σ_w max_{d: π(d)>0} K[d,w]`` (Issa, Wagner, Kamath
+2020) and pointwise maximal leakage ``max_{w: p(w)>0} log max_{d: π(d)>0} K[d,w]/p(w)``
+(Saeidian, Cervia, Oechtering, Skoglund 2023).
 
 Two layers:
 
@@ -28,6 +31,7 @@ from typing import NamedTuple, Union
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.scipy.special import logsumexp
 from jaxtyping import Array, Bool, Float
 
 from jaxpriv.core import divergences
@@ -426,3 +430,39 @@ def _checked_secret(d: int, n: int) -> int:
             or not np.isfinite(d) or int(d) != d or not 0 <= d < n:
         raise InputError(f"d_true must be a secret index in 0..{n - 1}, got {d}")
     return int(d)
+
+
+# -- SPEC §5: channel notions with a prior ------------------------------------------------------
+
+
+def _allowed_columns(log_K, log_prior) -> Float[Array, "*b m"]:
+    """``max_{d: π(d)>0} log K[d, w]``."""
+    allowed = (log_prior > NEG_INF)[..., :, None]
+    return jnp.max(jnp.where(allowed, log_K, NEG_INF), axis=-2)
+
+
+def max_leakage_kernel(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"]
+                       ) -> Float[Array, "*b"]:
+    """``log Σ_w max_{d: π(d)>0} K[d,w]`` (Issa, Wagner, Kamath 2020, Thm 1), ≥ 0."""
+    return jnp.maximum(logsumexp(_allowed_columns(log_K, log_prior), axis=-1), 0.0)
+
+
+def pml_kernel(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"]
+               ) -> Float[Array, "*b"]:
+    """``max_{w: p(w)>0} log(max_{d: π(d)>0} K[d,w] / p(w))`` (Saeidian et al. 2023, Def. 1 and
+    Thm 1), ≥ 0."""
+    log_p = log_marginal_kernel(log_K, log_prior)
+    possible = log_p > NEG_INF
+    top = _allowed_columns(log_K, log_prior)
+    ratio = jnp.where(possible, top - jnp.where(possible, log_p, 0.0), NEG_INF)
+    return jnp.maximum(jnp.max(ratio, axis=-1), 0.0)
+
+
+def max_leakage(mech: Mechanism) -> Float[Array, "*b"]:
+    """Maximal leakage of the channel under the prior's support, in nats (SPEC §5)."""
+    return max_leakage_kernel(mech.log_K, mech.log_prior)
+
+
+def pml(mech: Mechanism) -> Float[Array, "*b"]:
+    """Pointwise maximal leakage, max over outputs, in nats (SPEC §5)."""
+    return pml_kernel(mech.log_K, mech.log_prior)

@@ -11,9 +11,8 @@ neighbour relation) of a quantity of ``(P, Q)``:
 * ``eps_at_delta`` the least ``ε ≥ 0`` with ``δ(ε) ≤ δ``, in closed form;
 * ``gdp`` the least ``μ`` with the trade-off curve ``T(P, Q) ≥ G_μ`` (Dong, Roth, Su 2022).
 
-Channel notions with a prior ``π``: ``max_leakage`` ``log Σ_w max_{d: π(d)>0} K[d,w]`` (Issa,
-Wagner, Kamath 2020) and ``pml`` ``max_{w: p(w)>0} log max_{d: π(d)>0} K[d,w]/p(w)`` (pointwise
-maximal leakage, Saeidian, Cervia, Oechtering, Skoglund 2023).
+The channel notions with a prior of SPEC §5 (maximal leakage, pointwise maximal leakage) are
+in :mod:`jaxpriv.core.notions`.
 
 Numerics. Every kernel works from ``log K`` and broadcasts over leading batch axes; masks come
 before ``log``/division (gradient-safe); levels are in ``[0, +∞]``, never NaN; ``P(w) > 0 = Q(w)``
@@ -47,7 +46,6 @@ from jaxtyping import Array, Float
 from jaxpriv.core import divergences
 from jaxpriv.core.errors import InputError
 from jaxpriv.core.mechanisms import Mechanism
-from jaxpriv.core.notions import log_marginal_kernel
 
 NEG_INF = -jnp.inf
 
@@ -491,41 +489,7 @@ def gdp(mech: Mechanism, neighbours=None) -> Float[Array, "*b"]:
     return _pair_level(gdp_pair, mech.log_K, neighbours)
 
 
-def _allowed_columns(log_K, log_prior) -> Float[Array, "*b m"]:
-    """``max_{d: π(d)>0} log K[d, w]``."""
-    allowed = (log_prior > NEG_INF)[..., :, None]
-    return jnp.max(jnp.where(allowed, log_K, NEG_INF), axis=-2)
-
-
-def max_leakage_kernel(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"]
-                       ) -> Float[Array, "*b"]:
-    """``log Σ_w max_{d: π(d)>0} K[d,w]`` (Issa, Wagner, Kamath 2020, Thm 1), ≥ 0."""
-    return jnp.maximum(logsumexp(_allowed_columns(log_K, log_prior), axis=-1), 0.0)
-
-
-def pml_kernel(log_K: Float[Array, "*b n m"], log_prior: Float[Array, "*b n"]
-               ) -> Float[Array, "*b"]:
-    """``max_{w: p(w)>0} log(max_{d: π(d)>0} K[d,w] / p(w))`` (Saeidian et al. 2023, Def. 1 and
-    Thm 1), ≥ 0."""
-    log_p = log_marginal_kernel(log_K, log_prior)
-    possible = log_p > NEG_INF
-    top = _allowed_columns(log_K, log_prior)
-    ratio = jnp.where(possible, top - jnp.where(possible, log_p, 0.0), NEG_INF)
-    return jnp.maximum(jnp.max(ratio, axis=-1), 0.0)
-
-
-def max_leakage(mech: Mechanism) -> Float[Array, "*b"]:
-    """Maximal leakage of the channel under the prior's support, in nats (SPEC §5)."""
-    return max_leakage_kernel(mech.log_K, mech.log_prior)
-
-
-def pml(mech: Mechanism) -> Float[Array, "*b"]:
-    """Pointwise maximal leakage, max over outputs, in nats (SPEC §5)."""
-    return pml_kernel(mech.log_K, mech.log_prior)
-
-
 __all__ = ["pair_mask", "split_pairs", "max_over_pairs", "tv_pair", "kl_pair", "chi2_pair",
            "hockey_stick_pair", "ldp_pair", "alpha_divergence_terms", "renyi_over_order",
            "renyi_pair", "eps_at_delta_pair", "gdp_pair", "tv", "kl", "chi2",
-           "renyi", "delta", "gdp", "max_leakage_kernel", "pml_kernel",
-           "max_leakage", "pml"]
+           "renyi", "delta", "gdp"]
