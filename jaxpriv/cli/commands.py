@@ -43,9 +43,11 @@ def _eval(args) -> int:
         print(json.dumps(result))
     else:
         _print_levels(result)
-    # the file set a notion's parameters and they do not fit it: said, not left out in silence
-    for problem in dict.fromkeys(problems):
-        print(f"jaxpriv: error: {args.file}: {problem}", file=sys.stderr)
+    # the file set a notion's parameters and they do not fit it: said (one line), not left out
+    # in silence; `show` says it through its own check instead
+    if problems and not getattr(args, "quiet_problems", False):
+        print(f"jaxpriv: error: {args.file}: {'; '.join(dict.fromkeys(problems))}",
+              file=sys.stderr)
     return 2 if problems else 0
 
 
@@ -330,7 +332,7 @@ def _show(args) -> int:
         print("setting: " + ", ".join(f"{k} = {_fmt(_plain(data[k]))}" for k in relation.fields
                                       if k in data))
     elif not args.json:
-        _eval(argparse.Namespace(file=args.file, json=False))
+        _eval(argparse.Namespace(file=args.file, json=False, quiet_problems=True))
         print()
     return _report_check(relation, certify.check_witness(args.file), args.json)
 
