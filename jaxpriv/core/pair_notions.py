@@ -227,50 +227,50 @@ def alpha_divergence_terms(log_P, log_Q, order):
 _LSE_SWITCH = 0.5
 
 
-def _huge_order(alpha):
-    """Where ``α(α − 1)`` overflows (``α`` beyond ~1.3e154 in float64, ~1.8e19 in float32)."""
-    return ~jnp.isfinite(alpha * (alpha - 1.0))
-
-
-def _renyi_at_huge_order(log_P, log_Q, h):
-    """``D_α = D_∞ + log Σ P e^{(α−1)(L − D_∞)} / (α − 1)`` (``h = α − 1``, ``L = log(P/Q)``),
-    every exponent at most ``log P``: where ``α(α − 1)`` overflows, ``log Σ P^α Q^{1−α}`` over it
-    read 0 (a false D6 violation at α = 1e200) or NaN. ``+∞`` where ``Q = 0 < P``."""
+def _renyi_parts(log_P, log_Q, order):
+    """``(D_α/α, huge, D_α where huge)`` for a finite order ``α > 1``, from one log-sum-exp:
+    ``log1p(y)/(α(α−1))`` with ``y = α(α−1)H_α``; where ``log Σ P^α Q^{1−α} > ½`` the log-sum-exp
+    itself over ``α(α−1)`` (no overflow, no cancellation there). ``huge``: where ``α(α − 1)``
+    overflows (α beyond ~1.3e154 in float64, ~1.8e19 in float32), whose level read 0 (a false D6
+    violation at α = 1e200) or NaN: there the log-sum-exp is shifted by ``(α−1)D_∞``, every
+    exponent at most ``log P``, and ``D_α = D_∞ + log Σ P e^{(α−1)(L − D_∞)}/(α − 1)`` (``+∞``
+    where ``Q = 0 < P``); ``D_α/α`` would underflow at α ≈ 1e308, so it is returned itself."""
+    alpha = jnp.asarray(order, log_P.dtype)
+    h = alpha - 1.0
+    huge = ~jnp.isfinite(alpha * h)
+    has_p = log_P > NEG_INF
     L, both = _log_ratio(log_P, log_Q)
     top = jnp.max(jnp.where(both, L, NEG_INF), axis=-1)
     top = jnp.where(jnp.isfinite(top), top, 0.0)
-    shifted = jnp.where(both, jnp.where(both, log_P, 0.0) + h[..., None] * (L - top[..., None]),
-                        NEG_INF)
-    value = top + logsumexp(shifted, axis=-1) / h
+    exponent = jnp.where(
+        huge[..., None],
+        jnp.where(both, jnp.where(both, log_P, 0.0) + h[..., None] * (L - top[..., None]), NEG_INF),
+        jnp.where(has_p, alpha[..., None] * log_P + (1.0 - alpha[..., None]) *
+                  jnp.where(has_p, log_Q, 0.0), NEG_INF))
+    lse = logsumexp(exponent, axis=-1)  # (the shifted one where huge)
+    large = (lse > _LSE_SWITCH) & ~huge
+    H = jnp.sum(alpha_divergence_terms(log_P, log_Q, alpha[..., None]), axis=-1)
+    finite = jnp.isfinite(H) & ~large & ~huge
+    y = jnp.where(finite, alpha * h * H, 0.0)
+    small = y < 1e-6  # log1p(y)/y by its series there (exact to 1e-18; no 0/0 at y = 0)
+    log1p_ratio = jnp.where(small, 1.0 - y / 2.0 + y * y / 3.0,
+                            jnp.log1p(y) / jnp.where(small, 1.0, y))
+    value = jnp.where(large, jnp.where(large, lse, 0.0) / jnp.where(large, alpha * h, 1.0),
+                      H * log1p_ratio)
+    value = jnp.where(jnp.isinf(H) & ~large, jnp.inf, jnp.maximum(value, 0.0))
     only_p = ((log_P > NEG_INF) & (log_Q == NEG_INF)).any(axis=-1)
-    return jnp.where(only_p, jnp.inf, jnp.maximum(value, 0.0))
+    at_huge = top + jnp.where(huge, lse, 0.0) / jnp.where(huge, h, 1.0)
+    at_huge = jnp.where(only_p, jnp.inf, jnp.maximum(at_huge, 0.0))
+    return value, huge, at_huge
 
 
 @jax.jit
 def renyi_over_order(log_P, log_Q, order):
     """``D_α(P‖Q)/α`` for a finite order ``α > 1`` (any shape broadcasting with the pairs'
-    leading axes), in ``[0, +∞]``: ``log1p(y)/(α(α−1))`` with ``y = α(α−1)H_α``; where
-    ``log Σ P^α Q^{1−α} > ½`` the log-sum-exp itself over ``α(α−1)`` (no overflow, no
-    cancellation there)."""
+    leading axes), in ``[0, +∞]`` (:func:`_renyi_parts`)."""
+    value, huge, at_huge = _renyi_parts(log_P, log_Q, order)
     alpha = jnp.asarray(order, log_P.dtype)
-    h = alpha - 1.0
-    has_p = log_P > NEG_INF
-    exponent = jnp.where(has_p, alpha[..., None] * log_P + (1.0 - alpha[..., None]) *
-                         jnp.where(has_p, log_Q, 0.0), NEG_INF)
-    lse = logsumexp(exponent, axis=-1)
-    large = lse > _LSE_SWITCH
-    H = jnp.sum(alpha_divergence_terms(log_P, log_Q, alpha[..., None]), axis=-1)
-    finite = jnp.isfinite(H) & ~large
-    y = jnp.where(finite, alpha * h * H, 0.0)
-    small = y < 1e-6  # log1p(y)/y by its series there (exact to 1e-18; no 0/0 at y = 0)
-    log1p_ratio = jnp.where(small, 1.0 - y / 2.0 + y * y / 3.0,
-                            jnp.log1p(y) / jnp.where(small, 1.0, y))
-    huge = _huge_order(alpha)
-    value = jnp.where(large, jnp.where(large, lse, 0.0) /
-                      jnp.where(large & ~huge, alpha * h, 1.0), H * log1p_ratio)
-    value = jnp.where(jnp.isinf(H) & ~large, jnp.inf, jnp.maximum(value, 0.0))
-    safe = jnp.where(huge, alpha, 2.0)
-    return jnp.where(huge, _renyi_at_huge_order(log_P, log_Q, safe - 1.0) / safe, value)
+    return jnp.where(huge, at_huge / jnp.where(huge, alpha, 1.0), value)
 
 
 def renyi_pair(log_P, log_Q, order):
@@ -279,10 +279,8 @@ def renyi_pair(log_P, log_Q, order):
     if not _traced(order) and np.isinf(order):
         return ldp_pair(log_P, log_Q)
     alpha = jnp.full(log_P.shape[:-1], order, log_P.dtype)
-    huge = _huge_order(alpha)  # (D_α/α would underflow there: D_α itself)
-    safe = jnp.where(huge, alpha, 2.0)
-    return jnp.where(huge, _renyi_at_huge_order(log_P, log_Q, safe - 1.0),
-                     alpha * renyi_over_order(log_P, log_Q, alpha))
+    value, huge, at_huge = _renyi_parts(log_P, log_Q, alpha)
+    return jnp.where(huge, at_huge, alpha * value)
 
 
 def _sorted_by(key, *values):
