@@ -80,9 +80,7 @@ def gaussian_delta(mu, epsilon) -> Float[Array, "*b"]:
                     epsilon + log_ndtr(b) - log_ndtr(a))
     # Φ(a) = 0 in floating point (ε/μ beyond ~1e308: erfcx's tail underflows): δ = 0 there, not
     # 0·(1 − e^{−∞ + ∞}) = NaN (μ = ∞ stays NaN: its callers take δ = 1 there)
-    nothing = jnp.isneginf(log_phi_a)
-    value = jnp.exp(log_phi_a) * -jnp.expm1(jnp.where(nothing, 0.0, gap))
-    value = jnp.where(nothing, 0.0, value)
+    value = jnp.exp(log_phi_a) * -jnp.expm1(jnp.where(jnp.isneginf(log_phi_a), 0.0, gap))
     return jnp.where(positive, jnp.maximum(value, 0.0), 0.0)
 
 

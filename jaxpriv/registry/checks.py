@@ -122,9 +122,9 @@ def _check_parameter(relation: Relation, parameter) -> None:
     number in ``[0, maximum]`` (a negative ε or β was taken, and the claim read "holds")."""
     values = np.asarray(parameter, dtype=np.float64)
     record = notion(relation.parameter)
-    top = getattr(record, "maximum", None)
-    if np.isnan(values).any() or (values < 0).any() or (top is not None and (values > top).any()):
-        where = f"[0, {top:g}]" if top is not None and np.isfinite(top) else "[0, ∞)"
+    top = record.maximum
+    if np.isnan(values).any() or (values < 0).any() or (values > top).any():
+        where = f"[0, {top:g}]" if np.isfinite(top) else "[0, ∞)"
         raise InputError(f"{relation.id}: the condition parameter ({relation.parameter}) must lie "
                          f"in {where}, got {parameter!r}")
 
