@@ -110,6 +110,23 @@ def test_eval_says_which_file_option_does_not_fit(tmp_path, capsys):
     assert code == 0 and "error" not in err
 
 
+def test_show_of_a_witness_its_relation_refuses_prints_one_line_and_nothing_before(
+        tmp_path, capsys):
+    """A witness whose relation refuses it (a condition parameter out of range; a statistical
+    claim without its fields) is one error line, exit 2: the level table (or an empty
+    ``setting:`` line) used to print first."""
+    rows = json.loads((ROOT / "examples" / "krr4.json").read_text())["K"]
+    path = tmp_path / "w.json"
+    for witness, message in [({"K": rows, "relation": "R3", "parameter": -1}, "must lie in"),
+                             ({"K": rows, "relation": "R14"}, "R14 needs")]:
+        path.write_text(json.dumps(witness))
+        code, out, err = run_cli(capsys, "show", str(path))
+        assert (code, out) == (2, "") and message in err and err.count("\n") == 1
+    path.write_text(json.dumps({"K": rows, "relation": "R4"}))
+    code, out, err = run_cli(capsys, "show", str(path))
+    assert code == 0 and "LDP level" in out and "holds" in out and err == ""
+
+
 def test_check_exit_codes(capsys):
     os.chdir(ROOT)
     code, out, _ = run_cli(capsys, "check", "R6", "examples/r6_counterexample.json")

@@ -328,13 +328,15 @@ def _show(args) -> int:
         raise InputError(f"{args.file}: not a witness (no 'relation' field); use 'jaxpriv eval' "
                          "for a mechanism, 'jaxpriv check RELATION FILE' to check one")
     relation = registry.get(str(data["relation"]))
+    # re-checked first: a witness its relation refuses is one error line, no table before it
+    result = certify.check_witness(args.file)
     if not args.json and relation.kind == "statistical":
         print("setting: " + ", ".join(f"{k} = {_fmt(_plain(data[k]))}" for k in relation.fields
                                       if k in data))
     elif not args.json:
         _eval(argparse.Namespace(file=args.file, json=False, quiet_problems=True))
         print()
-    return _report_check(relation, certify.check_witness(args.file), args.json)
+    return _report_check(relation, result, args.json)
 
 
 def _show_composition(args, given: dict) -> int:
