@@ -185,32 +185,34 @@ PAIRS = {"neighbours": None}
 LITERATURE = (
     Notion("tv", pair_notions.tv, doc="total variation ½Σ|P−Q|, max over ordered pairs of rows "
            "(= delta at ε = 0)", source=SPEC5, unit="probability", params=PAIRS,
-           post_processing=True, label="total variation (max over pairs)", maximum=1.0),
+           post_processing=True, label="total variation (max over pairs)", maximum=1.0,
+           pair_rows="hull"),
     Notion("kl", pair_notions.kl, doc="KL divergence Σ P log(P/Q), max over ordered pairs",
            source=SPEC5, params=PAIRS, post_processing=True, label="KL divergence (max over pairs)",
-           unbounded=True),
+           unbounded=True, pair_rows="hull"),
     Notion("chi2", pair_notions.chi2, doc="χ² divergence Σ (P−Q)²/Q, max over ordered pairs",
            source=SPEC5, unit="", params=PAIRS, post_processing=True,
-           label="χ² divergence (max over pairs)", unbounded=True),
+           label="χ² divergence (max over pairs)", unbounded=True, pair_rows="hull"),
     Notion("renyi", pair_notions.renyi, doc="Rényi divergence D_α of order α = 'order' > 1 "
            "(default 2; inf: the LDP level), max over ordered pairs (Mironov 2017, Def. 3)",
            source=SPEC5, params={"order": 2.0, **PAIRS}, post_processing=True,
-           label="Rényi divergence D_2 (max over pairs)", unbounded=True),
+           label="Rényi divergence D_2 (max over pairs)", unbounded=True, pair_rows="hull"),
     Notion("zcdp", kernel_levels.zcdp, doc="zCDP level ρ = sup_{α>1} D_α/α, max over ordered pairs "
            "(Bun, Steinke 2016, Def. 1.1)", source=SPEC5, params=PAIRS, post_processing=True,
-           label="zCDP level ρ", unbounded=True),
+           label="zCDP level ρ", unbounded=True, pair_rows="hull"),
     Notion("delta", pair_notions.delta, doc="privacy profile δ(ε) = Σ max(0, P − e^ε Q) at ε = "
            "'epsilon' (default 1), max over ordered pairs", source=SPEC5, unit="probability",
            params={"epsilon": 1.0, **PAIRS}, post_processing=True,
-           label="privacy profile δ(ε = 1)", maximum=1.0, rare_outputs=True),
+           label="privacy profile δ(ε = 1)", maximum=1.0, rare_outputs=True,
+           pair_rows="hull"),
     Notion("eps_at_delta", kernel_levels.eps_at_delta, doc="least ε ≥ 0 with δ(ε) ≤ 'delta' "
            "(default 1e-5), max over ordered pairs", source=SPEC5,
            params={"delta": 1e-5, **PAIRS}, post_processing=True, label="ε at δ = 1e-5",
-           rare_outputs=True, unbounded=True),
+           rare_outputs=True, unbounded=True, pair_rows="hull"),
     Notion("gdp", kernel_levels.gdp, doc="Gaussian-DP level μ: least μ with T(P,Q) ≥ G_μ, max "
            "over ordered pairs (Dong, Roth, Su 2022, Def. 2.6)", source=SPEC5, unit="",
            params=PAIRS, post_processing=True, label="Gaussian-DP level μ",
-           unbounded=True),
+           unbounded=True, pair_rows="hull"),
     Notion("max_leakage", lambda mech: notions.max_leakage(mech),
            doc="maximal leakage log Σ_w max_{d: π(d)>0} K[d,w] (Issa, Wagner, Kamath 2020, "
                "Thm 1)", source=SPEC5, needs_prior=True, post_processing=True,
@@ -234,12 +236,14 @@ COMPOSITION = (
                "Σ over output sequences of max(0, P^⊗k − e^ε Q^⊗k), exact over count vectors, "
                "max over ordered pairs", source=SPEC6, unit="probability",
            params={"k": 10, "epsilon": 1.0, **PAIRS}, post_processing=True, show=False,
-           label="privacy profile δ_k(ε) of k uses", maximum=1.0, rare_outputs=True),
+           label="privacy profile δ_k(ε) of k uses", maximum=1.0, rare_outputs=True,
+           pair_rows="distinct"),
     Notion("eps_composed", composed.eps_composed,
            doc="least ε ≥ 0 with δ_k(ε) ≤ 'delta' (default 1e-5) for 'k' uses (default 10), "
                "exact, max over ordered pairs", source=SPEC6,
            params={"k": 10, "delta": 1e-5, **PAIRS}, post_processing=True, show=False,
-           label="ε of k uses at δ", rare_outputs=True, unbounded=True),
+           label="ε of k uses at δ", rare_outputs=True, unbounded=True,
+           pair_rows="distinct"),
 )
 
 for _notion in COMPOSITION:

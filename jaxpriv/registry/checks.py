@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpriv.core import pair_rows
 from jaxpriv.core.errors import InputError
 from jaxpriv.core.mechanisms import Mechanism
 from jaxpriv.kernels import fused
@@ -284,8 +285,22 @@ def level(key: str, mech: Mechanism, **params: Any):
         raise InputError(f"notion {key!r} is defined on databases: the mechanism needs a "
                          "records layout")
     with jax.enable_x64(True):  # compiled: op by op, iterative notions take seconds
-        return np.asarray(_compiled_level(record, params, _options_for(mech.log_K))(
-            mech.astype(jnp.float64)))
+        mech = _rows_needed(record, params, mech.astype(jnp.float64))
+        return np.asarray(_compiled_level(record, params, _options_for(mech.log_K))(mech))
+
+
+def _rows_needed(record, params: Mapping[str, Any], mech: Mechanism) -> Mechanism:
+    """``mech`` with only the rows its level needs, where the notion is a max over every pair
+    of rows (``record.pair_rows``; no neighbour relation given) and ``mech`` one concrete
+    mechanism: repeated rows, and rows inside the hull of the others where the pair quantity
+    allows (:mod:`jaxpriv.core.pair_rows`; a 2000×2 mechanism's zCDP took 8 s, its GDP 10 s)."""
+    if (record.pair_rows is None or params.get("neighbours") is not None
+            or mech.log_K.ndim != 2 or isinstance(mech.log_K, jax.core.Tracer)):
+        return mech
+    rows = pair_rows.rows_for_pair_max(np.asarray(mech.log_K), record.pair_rows == "hull")
+    if len(rows) == mech.n:
+        return mech
+    return Mechanism.from_log_K(mech.log_K[rows], validate=False, dtype=jnp.float64)
 
 
 _compiled_levels: dict = {}

@@ -127,6 +127,11 @@ class Notion:
         (:func:`jaxpriv.audit.plans.probes`). ``False`` where it is bounded, bounded on each
         shape (maximal leakage, mutual information ≤ log n) or only as the prior degenerates
         (MBP, PML).
+      pair_rows: the level is a max over ordered pairs of distinct rows (all of them, where its
+        ``neighbours`` parameter is ``None``) of a quantity 0 at equal rows: ``"distinct"``,
+        so :func:`jaxpriv.registry.level` drops repeated rows first; ``"hull"``, the quantity
+        is also jointly quasi-convex, so rows inside the convex hull of the others go too
+        (:mod:`jaxpriv.core.pair_rows`); ``None``: neither (the level reads every row).
     """
 
     key: str
@@ -149,9 +154,12 @@ class Notion:
     maximum: float = math.inf
     rare_outputs: bool = False
     unbounded: bool = False
+    pair_rows: str | None = None
 
     def __post_init__(self) -> None:
         what = f"notion {self.key!r}"
+        if self.pair_rows not in (None, "distinct", "hull"):
+            raise InputError(f"{what}: pair_rows must be 'distinct', 'hull' or None")
         if self.held_by not in (None, "prior", "belief"):
             raise InputError(f"{what}: held_by must be 'prior', 'belief' or None")
         if isinstance(self.maximum, bool) or not isinstance(self.maximum, (int, float)) \
