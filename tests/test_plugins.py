@@ -262,6 +262,8 @@ def test_plugin_claims_get_a_sweep_a_search_and_an_audit_verdict(tmp_path):
 @pytest.mark.parametrize("body,message", [
     ("def broken(:\n", "syntax error at line 1"),
     ("raise RuntimeError('boom')\n", "line 1\\): RuntimeError: boom"),
+    # a plugin's SystemExit ended jaxpriv silently with the plugin's status (exit 0)
+    ("x = 1\nraise SystemExit(0)\n", "line 2\\): SystemExit: 0 \\(while it was loaded\\)"),
     ("from jaxpriv import Relation, register\n"
      "register(Relation(id='B1', statement='s', premise='ldp', conclusion='nowhere', "
      "bound=lambda x, *p: x))\n", "unknown notion 'nowhere'"),

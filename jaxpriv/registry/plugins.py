@@ -51,10 +51,14 @@ def load_plugin(path: str | Path) -> None:
         sys.modules.pop(name, None)
         raise InputError(f"plugin {path}: syntax error at line {error.lineno}: "
                          f"{error.msg}") from None
-    except Exception as error:  # the plugin's own code: report it, do not crash
+    except (Exception, SystemExit) as error:  # the plugin's own code: report it, do not crash
+        # (SystemExit too: a plugin's `raise SystemExit(0)`, or its own argparse reading
+        # jaxpriv's command line, ended jaxpriv with the plugin's status and no word of it — a
+        # check that finds a violation exited 0)
         sys.modules.pop(name, None)
         line = _plugin_line(error, path)
-        raise InputError(f"plugin {path}{line}: {type(error).__name__}: {error}") from None
+        when = " (while it was loaded)" if isinstance(error, SystemExit) else ""
+        raise InputError(f"plugin {path}{line}: {type(error).__name__}: {error}{when}") from None
     LOADED_PLUGINS.append(resolved)
 
 
@@ -103,6 +107,6 @@ def load_plugins(files=(), entry_points: bool = True) -> None:
                 loaded()
         except InputError as error:
             raise InputError(f"plugin {point.name} ({point.value}): {error}") from None
-        except Exception as error:
+        except (Exception, SystemExit) as error:
             raise InputError(f"plugin {point.name} ({point.value}): {type(error).__name__}: "
                              f"{error}") from None
