@@ -51,6 +51,10 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys, name, command):
     (["check", "R6", "examples/krr4.json"], "need output values"),  # R6's own μ, α, d_true fill in
     (["check", "R6", "examples/krr4.json", "--mu", "0", "--alpha", "1", "--d-true", "0"],
      "need output values"),
+    # seed 2^32 ran as seed 0 (JAX's key keeps 32 bits); 2^63 was an OverflowError traceback
+    (["sweep", "--relation", "R2", "--seed", str(2**32), "--out", "x"], "--seed must be"),
+    (["search", "--relation", "R2", "--seed", str(2**63), "--out", "x"], "--seed must be"),
+    (["audit", "--relations", "R1", "--seed", str(2**32), "--out", "x"], "--seed must be"),
 ])
 def test_other_errors_exit_2(capsys, args, message):
     os.chdir(ROOT)

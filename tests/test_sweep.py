@@ -559,8 +559,11 @@ def test_one_place_chooses_the_engine_and_checks_layouts_and_seeds():
     assert checks.database_layout(registry.get("R7"), 2, 3, 8) == (2, 3)
     with pytest.raises(InputError, match="--k .values per record, >= 2. and --r"):
         checks.database_layout(registry.get("R7"), 1, 3)
-    with pytest.raises(InputError, match="--seed must be a non-negative integer, got 1.5"):
-        checks.seed(1.5)
+    for bad in (1.5, -1, 2**32, 2**63):
+        with pytest.raises(InputError, match=rf"--seed must be an integer in \[0, 4294967295\], "
+                                             rf"got {bad}"):
+            checks.seed(bad)
+    checks.seed(2**32 - 1)
 
 
 def test_nan_levels_are_counted_and_reported_not_skipped(tmp_path, capsys):

@@ -22,7 +22,7 @@ from jaxpriv.audit.plans import (PLAN, PLAN_VERSION, SUMMARY, Budget, Task, chec
                                   run_dir)
 from jaxpriv.audit import schedule
 from jaxpriv.audit.verdict import TIGHT_SLACK, assess, format_number
-from jaxpriv.engines import group, io, runstate
+from jaxpriv.engines import checks, group, io, runstate
 from jaxpriv.core.errors import InputError
 
 
@@ -238,6 +238,8 @@ def run(spend: Budget, ids: list[str], out: str | os.PathLike, seed: int = 0,
     """
     if int(workers) != workers or workers < 1:
         raise InputError(f"--workers must be a positive integer, got {workers}")
+    checks.seed(seed)
+
     @contextlib.contextmanager
     def opened():
         directory = runstate.writable_directory(out)

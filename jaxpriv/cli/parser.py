@@ -159,7 +159,7 @@ def _sweep_parser(sub) -> None:
     p.add_argument("--n", type=int, default=8, help="secrets (default 8)")
     p.add_argument("--m", type=int, default=8, help="outputs (default 8)")
     p.add_argument("--count", type=int, default=1_000_000, help="mechanisms per relation")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="PRNG seed, 0 to 2^32 − 1 (default 0)")
     p.add_argument("--chunk", type=int, default=None,
                    help="mechanisms per step, the unit of checkpoints (default: 2^25 entries "
                    "of K, at most 2^20 mechanisms: 524,288 at n = m = 8)")
@@ -199,9 +199,11 @@ def _search_parser(sub) -> None:
                    help="hold the prior uniform (default: the relation's own setting, e.g. "
                         "free for R5)")
     p.add_argument("--restarts", type=int, default=128, help="restarts per grid point")
-    p.add_argument("--steps", type=int, default=3000, help="optimizer steps (at most)")
+    p.add_argument("--steps", type=int, default=3000,
+                   help="optimizer steps, in whole segments of 100 (rounded up; fewer where the "
+                   "search stops early; default 3000)")
     p.add_argument("--lr", type=_finite, default=0.02, help="peak Adam step size")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="PRNG seed, 0 to 2^32 − 1 (default 0)")
     p.add_argument("--k", type=int, default=2, help="values per record (R7-R13; default 2)")
     p.add_argument("--r", type=int, default=None,
                    help="records per database (R7-R13; n = k^r); default: from --n")
@@ -222,7 +224,7 @@ def _audit_parser(sub) -> None:
                    "an audit already there is resumed)")
     p.add_argument("--relations", default="all", help="comma list of ids or prefixes ending "
                    "in '*', e.g. R1,R5 or 'R1*' (default all)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="PRNG seed, 0 to 2^32 − 1 (default 0)")
     p.add_argument("--memory-mb", type=_finite, default=1024.0,
                    help="device memory budget of the sweeps' blocks (default 1024)")
     p.add_argument("--workers", type=int, default=None,

@@ -9,7 +9,7 @@ Examples:
   >>> checks.seed(-1)
   Traceback (most recent call last):
   ...
-  jaxpriv.core.errors.InputError: --seed must be a non-negative integer, got -1
+  jaxpriv.core.errors.InputError: --seed must be an integer in [0, 4294967295], got -1
 """
 
 from __future__ import annotations
@@ -32,7 +32,12 @@ def database_layout(relation, k: int, r: int, n: int | None = None) -> tuple[int
     return k, r
 
 
+SEED_LIMIT = 2**32
+"""Seeds are below this: JAX's default (32-bit) PRNG key keeps a seed's low 32 bits, so seed
+``2**32`` ran bit for bit as seed 0 (and ``2**63`` ended in an OverflowError)."""
+
+
 def seed(value) -> None:
-    """An InputError unless ``value`` is a non-negative integer (a PRNG seed)."""
-    if value < 0 or int(value) != value:
-        raise InputError(f"--seed must be a non-negative integer, got {value}")
+    """An InputError unless ``value`` is an integer in ``[0, 2^32)`` (a PRNG seed)."""
+    if not 0 <= value < SEED_LIMIT or int(value) != value:
+        raise InputError(f"--seed must be an integer in [0, {SEED_LIMIT - 1}], got {value}")

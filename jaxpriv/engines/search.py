@@ -111,7 +111,8 @@ class SearchConfig:
       prior: ``""`` (the relation's search hint) or ``"uniform"`` (held fixed at ``1/n``: a
         special case of every hint, so the relation's condition still holds).
       restarts: independent optimizations per grid point (rounded up to the device count).
-      steps: optimizer steps (at most; see ``patience``).
+      steps: optimizer steps, run in whole segments (rounded up to a multiple of
+        ``segment``); fewer where the search stops early (``patience``).
       segment: steps per compiled call (progress, checkpoints and early stopping happen between).
       patience: stop when, in the second half of the schedule (temperature already low),
         ``patience`` segments in a row improved no grid point's best objective by more than
