@@ -179,7 +179,7 @@ def test_memory_is_bounded_by_the_block():
     (["--relation", "R99"], "unknown relation"),
     (["--relation", "R1", "--n", "1"], "--n must be an integer >= 2"),
     (["--relation", "R1", "--count", "0"], "--count must be an integer >= 1"),
-    (["--relation", "R1", "--seed", "-3"], "--seed must be a non-negative"),
+    (["--relation", "R1", "--seed", "-3"], "--seed must be an integer in"),
     (["--relation", "R1", "--chunk", "0"], "--chunk must be positive"),
     (["--relation", "R1", "--resume"], "no checkpoint to resume"),
     (["--relation", "R1", "--n", "100", "--m", "100"], "above the sweep limit"),
