@@ -259,6 +259,30 @@ def test_plugin_claims_get_a_sweep_a_search_and_an_audit_verdict(tmp_path):
     assert "| TV1 |" in report and "| TVFALSE |" in report
 
 
+def test_a_negative_bound_reads_a_slack_below_1_and_a_negative_level_is_one_line(tmp_path):
+    """A bound below 0 over a conclusion 0 is violated: its slack is −inf (it read +inf, the
+    sweeps' "safest" rank, beside VIOLATED, as for autodp's pure-DP RDP); a negative level,
+    outside every notion's [0, ∞], is one line naming the plugin's notion."""
+    plugin = tmp_path / "neg.py"
+    plugin.write_text(
+        "import jax.numpy as jnp\n"
+        "from jaxpriv import Notion, Relation, register\n"
+        "register(Relation(id='NEGB', statement='s', premise='ldp', conclusion='tv',\n"
+        "                  bound=lambda x, *p: -jnp.ones_like(x)))\n"
+        "register(Notion('minus_tv', lambda mech: -jnp.max(jnp.abs(\n"
+        "    jnp.exp(mech.log_K)[..., :1, :] - jnp.exp(mech.log_K)), axis=(-2, -1))))\n"
+        "register(Relation(id='NEGL', statement='s', premise='ldp', conclusion='minus_tv',\n"
+        "                  bound=lambda x, *p: x))\n")
+    same = tmp_path / "same.json"
+    same.write_text('{"K": [[0.3, 0.7], [0.3, 0.7]]}')
+    done = _jaxpriv("check", "NEGB", same, "--plugin", plugin)
+    assert done.returncode == 1, done.stderr
+    assert re.search(r"slack\s+-inf", done.stdout) and "VIOLATED" in done.stdout
+    done = _jaxpriv("check", "NEGL", ROOT / "examples" / "krr4.json", "--plugin", plugin)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "'minus_tv' (conclusion) is negative" in done.stderr and "neg.py:5" in done.stderr
+
+
 @pytest.mark.parametrize("body,message", [
     ("def broken(:\n", "syntax error at line 1"),
     ("raise RuntimeError('boom')\n", "line 1\\): RuntimeError: boom"),

@@ -177,6 +177,11 @@ def test_slack_conventions():
     s = np.asarray(registry.slack(np.array([0.0, 0.0, 1e-13, 2e-12, 1e-13]),
                                   np.array([1e-17, 1e-3, 1e-14, 1e-13, 2e-12])))
     np.testing.assert_allclose(s, [np.inf, 0.0, np.inf, 20.0, 0.05], rtol=1e-6)
+    # a bound below −atol is no zero: below 1, as the check's violation (autodp's pure-DP RDP,
+    # bound −1.3e-8 over a Rényi divergence of 8.6e-18, read slack +inf beside VIOLATED)
+    s = np.asarray(registry.slack(np.array([-1.3e-8, -1.0, -np.inf, -1e-13, -1.0]),
+                                  np.array([8.6e-18, 0.5, 1.0, 0.0, 0.0])))
+    np.testing.assert_array_equal(s, [-np.inf, -2.0, -np.inf, np.inf, -np.inf])
 
 
 def test_r2_is_attained_by_4ary_rr_at_eps_2ln3_and_not_reported_violated(x64):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -113,7 +112,7 @@ def _compose(args) -> int:
 
 
 def format_value(value: float) -> str:
-    return "inf" if math.isinf(value) else f"{value:.10g}"
+    return f"{value:.10g}"  # inf, -inf as such
 
 
 def evaluate_notions(mech, extras: dict[str, Any], bar=None,
@@ -437,6 +436,4 @@ def _plain(v):
 def _fmt(v) -> str:
     if isinstance(v, list):
         return "[" + ", ".join(_fmt(x) for x in v) + "]"
-    if isinstance(v, float) and math.isinf(v):
-        return "inf"
-    return f"{v:.10g}"
+    return f"{v:.10g}"  # inf, -inf and nan as such (-inf used to print as "inf")

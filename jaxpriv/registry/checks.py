@@ -27,15 +27,21 @@ from jaxpriv.registry.store import notion
 def slack(bound, conclusion, atol: float = ATOL):
     """``bound / conclusion`` with ``x/0 = +∞`` and ``∞/∞ = +∞`` (an infinite bound is vacuous).
 
-    Where both are zero to the check's absolute tolerance (``bound ≤ atol`` and ``conclusion ≤
+    Where both are zero to the check's absolute tolerance (``|bound| ≤ atol`` and ``conclusion ≤
     atol``: "0 ≤ 0" up to rounding) the slack is ``+∞`` as at an exact ``0/0``: D16's ``I(D;W) ≤
     ML`` at a constant mechanism gave ``ML = 0`` and ``I = 1e-17`` (float64 rounding), slack 0, no
-    violation (within the tolerance) — and a verdict "tight" with least slack 0."""
+    violation (within the tolerance) — and a verdict "tight" with least slack 0. A bound below
+    ``−atol`` is no zero: its slack is the ratio, negative, or ``−∞`` over a conclusion ≤ atol —
+    below 1, as the check's violation is (autodp's pure-DP RDP of −1.3e-8 against a Rényi divergence of
+    8.6e-18 read "slack inf" beside "VIOLATED", and a sweep ranked such points last)."""
     bound = jnp.asarray(bound)
     conclusion = jnp.asarray(conclusion)
-    vacuous = (conclusion <= 0) | jnp.isinf(bound) | ((conclusion <= atol) & (bound <= atol))
-    ratio = bound / jnp.where(vacuous, 1.0, conclusion)
-    return jnp.where(vacuous, jnp.inf, ratio)
+    negative = bound < -atol
+    vacuous = (bound == jnp.inf) | (~negative & (
+        (conclusion <= 0) | ((conclusion <= atol) & (bound <= atol))))
+    divides = jnp.where(negative, conclusion > atol, conclusion > 0)
+    ratio = bound / jnp.where(vacuous | ~divides, 1.0, conclusion)
+    return jnp.where(vacuous, jnp.inf, jnp.where(divides, ratio, -jnp.inf))
 
 
 def evaluate(relation: Relation, mech: Mechanism, *, parameter=None, rtol: float = RTOL,
@@ -95,9 +101,10 @@ def _where_defined(fn) -> str:
 
 
 def nan_problem(relation: Relation, result: CheckResult) -> str | None:
-    """One line naming a NaN in ``result`` — the bound, or a notion's level — and where it came
-    from (the bound's or the notion's function, file and line, and the premise level), or
-    ``None``. A NaN compares false, so unchecked it would read "holds"."""
+    """One line naming a NaN in ``result`` — the bound, or a notion's level — or a negative level
+    (a slack, bound over level, means nothing there), and where it came from (the bound's or the
+    notion's function, file and line, and the premise level), or ``None``. A NaN compares false,
+    so unchecked it would read "holds"."""
     premise = np.asarray(result.premise, np.float64)
     at = f"at premise {relation.premise} = {float(premise.reshape(-1)[0]):.6g}" \
         if premise.size and not np.isnan(premise).all() else ""
@@ -105,13 +112,17 @@ def nan_problem(relation: Relation, result: CheckResult) -> str | None:
                        ("conclusion", relation.conclusion)):
         if key is None:
             continue
-        if np.isnan(np.asarray(getattr(result, field), np.float64)).any():
+        values = np.asarray(getattr(result, field), np.float64)
+        nan, negative = np.isnan(values).any(), (values < -ATOL).any()
+        if nan or negative:
             try:
                 defined = _where_defined(notion(key).level)
             except Exception:  # not a registered notion (a statistical claim's field)
                 defined = key
-            return (f"relation {relation.id}: the level of notion '{key}' ({field}) is NaN "
-                    f"{at} (the notion is defined at {defined})").replace("  ", " ")
+            what = "NaN" if nan else f"negative ({float(values.min()):.6g})"
+            return (f"relation {relation.id}: the level of notion '{key}' ({field}) is {what} "
+                    f"{at} (the notion is defined at {defined}); a level must lie in [0, ∞]"
+                    ).replace("  ", " ")
     if np.isnan(np.asarray(result.bound, np.float64)).any():
         return (f"relation {relation.id}: its bound is NaN {at} (the bound is defined at "
                 f"{_where_defined(relation.bound)}); a bound must be a number or ±inf")
