@@ -259,6 +259,30 @@ def test_plugin_claims_get_a_sweep_a_search_and_an_audit_verdict(tmp_path):
     assert "| TV1 |" in report and "| TVFALSE |" in report
 
 
+@pytest.mark.parametrize("command", [
+    ["check", "SHAPE", ROOT / "examples" / "krr4.json"],
+    ["eval", ROOT / "examples" / "krr4.json"],  # printed "[0, 0, 0]" and exit 0
+    ["sweep", "--relation", "SHAPE", "--n", "3", "--m", "3", "--count", "5000", "--quiet"],
+    ["search", "--relation", "SHAPE", "--n", "3", "--m", "3", "--grid", "0.5:1:2",
+     "--restarts", "2", "--steps", "100", "--quiet"],
+])
+def test_a_plugin_notion_of_the_wrong_shape_is_one_line_naming_it(tmp_path, command):
+    """A level that is not one number per mechanism ended check, sweep and search in a
+    traceback (exit 3)."""
+    plugin = tmp_path / "shape.py"
+    plugin.write_text(
+        "import jax.numpy as jnp\n"
+        "from jaxpriv import Notion, Relation, register\n"
+        "register(Notion('three', lambda mech: jnp.zeros((3,))))\n"
+        "register(Relation(id='SHAPE', statement='s', premise='ldp', conclusion='three',\n"
+        "                  bound=lambda x, *p: x))\n")
+    out = ["--out", tmp_path / "run"] if command[0] in ("sweep", "search") else []
+    done = _jaxpriv(*command, *out, "--plugin", plugin)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert re.search(r"notion 'three' \(defined at .*shape\.py:3\) must return one level per "
+                     r"mechanism: shape \(.*\), got \(3,\)", done.stderr), done.stderr
+
+
 def test_a_negative_bound_reads_a_slack_below_1_and_a_negative_level_is_one_line(tmp_path):
     """A bound below 0 over a conclusion 0 is violated: its slack is −inf (it read +inf, the
     sweeps' "safest" rank, beside VIOLATED, as for autodp's pure-DP RDP); a negative level,

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from jaxpriv.core.errors import InputError
+from jaxpriv.core.errors import BrokenNotionError, InputError
 
 
 # -- eval --------------------------------------------------------------------------------------
@@ -141,6 +141,8 @@ def evaluate_notions(mech, extras: dict[str, Any], bar=None,
                     if notion.params[name] is registry.REQUIRED}
         try:
             result[key] = _plain(registry.level(key, mech, **required))
+        except BrokenNotionError:
+            raise
         except InputError as error:
             if required and problems is not None:
                 problems.append(f"{key}: {error}")

@@ -76,8 +76,8 @@ def premise_keep(relation, mech: Mechanism, x, temperature=None):
     premise = registry.notion(relation.premise)
     if premise.retract is not None:
         return premise.retract(mech, x, temperature)
-    options = premise.resolve(relation.options)
-    return retractions.bisect_keep(lambda candidate: premise.level(candidate, **options), mech, x)
+    return retractions.bisect_keep(lambda candidate: premise.evaluate(candidate, relation.options),
+                                   mech, x)
 
 
 def build(params: Params, x, eps, relation, setup: SearchSetup, temperature=None) -> Mechanism:
@@ -128,7 +128,7 @@ def _log_level(key: str, mech: Mechanism, options, temperature, gates):
         if gates is not None:
             params["gates"] = gates
         return notion.surrogate(mech, temperature, **params)
-    return divergences.safe_log(notion.level(mech, **params))
+    return divergences.safe_log(notion.evaluate(mech, options))  # (its shape checked)
 
 
 def log_conclusion(mech: Mechanism, gates, relation, options, temperature):

@@ -6,7 +6,6 @@ options, cached), :func:`bound_at` (the claimed bound at many points, compiled) 
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable, Mapping
 
 import jax
@@ -17,7 +16,7 @@ from jaxpriv.core import pair_rows
 from jaxpriv.core.errors import InputError
 from jaxpriv.core.mechanisms import Mechanism
 from jaxpriv.kernels import fused
-from jaxpriv.registry.records import ATOL, RTOL, CheckResult
+from jaxpriv.registry.records import ATOL, RTOL, CheckResult, where_defined
 from jaxpriv.registry.relations import Relation, _same
 from jaxpriv.registry import programs
 from jaxpriv.registry.store import notion
@@ -87,19 +86,6 @@ def notion_levels(relation: Relation, mech: Mechanism | None,
     return found
 
 
-def _where_defined(fn) -> str:
-    """``file:line`` of a function's definition (a lambda's too), or its name."""
-    import inspect
-
-    target = inspect.unwrap(fn)
-    while isinstance(target, functools.partial):  # a claim's bound at its values
-        target = inspect.unwrap(target.func)
-    try:
-        return f"{inspect.getsourcefile(target)}:{inspect.getsourcelines(target)[1]}"
-    except (OSError, TypeError):
-        return getattr(target, "__qualname__", repr(target))
-
-
 def nan_problem(relation: Relation, result: CheckResult) -> str | None:
     """One line naming a NaN in ``result`` — the bound, or a notion's level — or a negative level
     (a slack, bound over level, means nothing there), and where it came from (the bound's or the
@@ -116,7 +102,7 @@ def nan_problem(relation: Relation, result: CheckResult) -> str | None:
         nan, negative = np.isnan(values).any(), (values < -ATOL).any()
         if nan or negative:
             try:
-                defined = _where_defined(notion(key).level)
+                defined = where_defined(notion(key).level)
             except Exception:  # not a registered notion (a statistical claim's field)
                 defined = key
             what = "NaN" if nan else f"negative ({float(values.min()):.6g})"
@@ -125,7 +111,7 @@ def nan_problem(relation: Relation, result: CheckResult) -> str | None:
                     ).replace("  ", " ")
     if np.isnan(np.asarray(result.bound, np.float64)).any():
         return (f"relation {relation.id}: its bound is NaN {at} (the bound is defined at "
-                f"{_where_defined(relation.bound)}); a bound must be a number or ±inf")
+                f"{where_defined(relation.bound)}); a bound must be a number or ±inf")
     return None
 
 

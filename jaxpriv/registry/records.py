@@ -10,6 +10,8 @@ this module reads no registry state.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import math
 import re
 from typing import Any, Callable, Mapping, NamedTuple
@@ -17,7 +19,7 @@ from typing import Any, Callable, Mapping, NamedTuple
 import jax
 import numpy as np
 
-from jaxpriv.core.errors import InputError
+from jaxpriv.core.errors import BrokenNotionError, InputError
 from jaxpriv.core.mechanisms import Mechanism
 
 RTOL = 1e-9
@@ -79,6 +81,17 @@ def _parameter_value(value: Any) -> bool:
     if isinstance(value, (list, tuple)):
         return bool(value) and all(not isinstance(v, str) and _parameter_value(v) for v in value)
     return is_number(value) or isinstance(value, (str, np.ndarray, jax.Array, jax.core.Tracer))
+
+
+def where_defined(fn) -> str:
+    """``file:line`` of a function's definition (a lambda's too), or its name."""
+    target = inspect.unwrap(fn)
+    while isinstance(target, functools.partial):  # a claim's bound at its values
+        target = inspect.unwrap(target.func)
+    try:
+        return f"{inspect.getsourcefile(target)}:{inspect.getsourcelines(target)[1]}"
+    except (OSError, TypeError):
+        return getattr(target, "__qualname__", repr(target))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -214,8 +227,20 @@ class Notion:
         return value
 
     def evaluate(self, mech: Mechanism, options: Mapping[str, Any] | None = None):
-        """The reference level at ``options`` (extra options are ignored)."""
-        return self.level(mech, **self.resolve(options or {}))
+        """The reference level at ``options`` (extra options are ignored): one per mechanism of
+        the batch (a level of another shape is an InputError naming where the notion is
+        defined: a plugin's ``(3,)`` ended a check, sweep or search in a traceback)."""
+        value = self.level(mech, **self.resolve(options or {}))
+        batch = tuple(mech.log_K.shape[:-2])
+        shape = tuple(np.shape(value))
+        try:
+            fits = np.broadcast_shapes(shape, batch) == batch
+        except ValueError:
+            fits = False
+        if not fits:
+            raise BrokenNotionError(f"notion {self.key!r} (defined at {where_defined(self.level)}) "
+                             f"must return one level per mechanism: shape {batch}, got {shape}")
+        return value if shape == batch else jax.numpy.broadcast_to(value, batch)
 
     def screens(self, options: Mapping[str, Any]) -> bool:
         """Whether the float32 ``screen`` computes this level at ``options``."""
