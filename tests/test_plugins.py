@@ -283,6 +283,27 @@ def test_a_plugin_notion_of_the_wrong_shape_is_one_line_naming_it(tmp_path, comm
                      r"mechanism: shape \(.*\), got \(3,\)", done.stderr), done.stderr
 
 
+def test_a_nan_plugin_level_or_bound_is_one_line_never_a_value(tmp_path):
+    """``eval`` printed a NaN level as ``nan`` (``--json``: the non-JSON token ``NaN``), exit 0;
+    a search over a NaN bound said the bound was infinite."""
+    plugin = tmp_path / "nan.py"
+    plugin.write_text(
+        "import jax.numpy as jnp\n"
+        "from jaxpriv import Notion, Relation, register\n"
+        "register(Notion('nanlevel', lambda mech: jnp.full(mech.log_K.shape[:-2], jnp.nan)))\n"
+        "register(Relation(id='NANB', statement='s', premise='ldp', conclusion='tv',\n"
+        "                  bound=lambda x, *p: x * jnp.nan))\n")
+    done = _jaxpriv("eval", ROOT / "examples" / "krr4.json", "--json", "--plugin", plugin)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "'nanlevel' (defined at" in done.stderr and "nan.py:3) returned NaN" in done.stderr
+    levels = json.loads(done.stdout, parse_constant=lambda c: pytest.fail(f"{c} in --json"))
+    assert "nanlevel" not in levels and levels["ldp"] == 1.5
+    done = _jaxpriv("search", "--relation", "NANB", "--n", "3", "--m", "3", "--grid", "0.5:1:2",
+                    "--out", tmp_path / "s", "--plugin", plugin)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "NANB's bound is NaN at ldp = 1" in done.stderr and "nan.py:5" in done.stderr
+
+
 def test_a_negative_bound_reads_a_slack_below_1_and_a_negative_level_is_one_line(tmp_path):
     """A bound below 0 over a conclusion 0 is violated: its slack is −inf (it read +inf, the
     sweeps' "safest" rank, beside VIOLATED, as for autodp's pure-DP RDP); a negative level,

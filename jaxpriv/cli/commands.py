@@ -33,9 +33,10 @@ def _eval(args) -> int:
 
         bar = tqdm(unit="notion", desc="eval", file=sys.stderr, leave=False)
     problems: list[str] = []
+    broken: list[str] = []
     with jax.enable_x64(True), io.about(args.file):
         result: dict[str, Any] = {"n": mech.n, "m": mech.m}
-        result.update(evaluate_notions(mech, extras, bar, problems))
+        result.update(evaluate_notions(mech, extras, bar, problems, broken))
     if bar is not None:
         bar.close()
     if args.json:
@@ -43,11 +44,13 @@ def _eval(args) -> int:
     else:
         _print_levels(result)
     # the file set a notion's parameters and they do not fit it: said (one line), not left out
-    # in silence; `show` says it through its own check instead
-    if problems and not getattr(args, "quiet_problems", False):
-        print(f"jaxpriv: error: {args.file}: {'; '.join(dict.fromkeys(problems))}",
+    # in silence; `show` says it through its own check instead. A notion that broke its
+    # contract (a NaN level, a level of the wrong shape) is said always: left out of the table
+    said = broken + ([] if getattr(args, "quiet_problems", False) else problems)
+    if said:
+        print(f"jaxpriv: error: {args.file}: {'; '.join(dict.fromkeys(said))}",
               file=sys.stderr)
-    return 2 if problems else 0
+    return 2 if problems or broken else 0
 
 
 # -- compose -----------------------------------------------------------------------------------
@@ -115,14 +118,16 @@ def format_value(value: float) -> str:
     return f"{value:.10g}"  # inf, -inf as such
 
 
-def evaluate_notions(mech, extras: dict[str, Any], bar=None,
-                     problems: list[str] | None = None) -> dict[str, Any]:
+def evaluate_notions(mech, extras: dict[str, Any], bar=None, problems: list[str] | None = None,
+                     broken: list[str] | None = None) -> dict[str, Any]:
     """Every registered notion's level on ``mech`` (float64) at its default parameters (the
     file's values for parameters without a default), and its details at the file's parameters:
     notions that need what the file lacks (a records layout, output values, a required
     parameter) are left out. ``bar``: a tqdm bar advanced per notion (its total set here).
     ``problems``: where given, a notion left out although the file set its parameters (a ``q``
-    of the wrong length, a ``d_true`` that is no secret) appends why, ``"notion: reason"``."""
+    of the wrong length, a ``d_true`` that is no secret) appends why, ``"notion: reason"``.
+    ``broken``: where given, a notion whose level is NaN or of the wrong shape appends a line
+    naming where it is defined and is left out (else a :class:`BrokenNotionError`)."""
     from jaxpriv import registry
 
     mech = mech.astype(np.float64)
@@ -140,9 +145,16 @@ def evaluate_notions(mech, extras: dict[str, Any], bar=None,
         required = {name: value for name, value in given.items()
                     if notion.params[name] is registry.REQUIRED}
         try:
-            result[key] = _plain(registry.level(key, mech, **required))
-        except BrokenNotionError:
-            raise
+            value = np.asarray(registry.level(key, mech, **required), np.float64)
+            if np.isnan(value).any():
+                raise BrokenNotionError(f"notion {key!r} (defined at "
+                                        f"{registry.where_defined(notion.level)}) returned NaN; "
+                                        "a level must lie in [0, ∞]")
+            result[key] = _plain(value)
+        except BrokenNotionError as error:
+            if broken is None:
+                raise
+            broken.append(str(error))
         except InputError as error:
             if required and problems is not None:
                 problems.append(f"{key}: {error}")

@@ -305,6 +305,10 @@ def _check_search(rel, setup: SearchSetup, n, m, grid, values: dict[str, Any]) -
     if not math.isfinite(param) or param < 0:
         raise InputError(f"--param must be finite and >= 0, got {param}")
     at_top = float(registry.bound_at(rel, max(grid), param))
+    if math.isnan(at_top):
+        raise InputError(f"{rel.id}'s bound is NaN at {rel.premise} = {max(grid)} (the bound is "
+                         f"defined at {registry.where_defined(rel.bound)}); a bound must be a "
+                         "number or ±inf")
     if not math.isfinite(at_top):
         raise InputError(f"{rel.id}'s bound is infinite at {rel.premise} = {max(grid)} (nothing "
                          f"to search there): keep the grid below "

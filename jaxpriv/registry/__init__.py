@@ -47,7 +47,7 @@ every public name is re-exported here.
 
 from jaxpriv.registry.records import (ATOL, PAPERS, REQUIRED, RESERVED_PARAMS, RTOL, UNITS,
                                       Certificate, CheckResult, Notion, Sampling, SearchHints,
-                                      Source, Strategies, is_number)
+                                      Source, Strategies, is_number, where_defined)
 from jaxpriv.registry.relations import Relation, StatisticalRelation
 from jaxpriv.registry.store import (NOTIONS, OPTIONAL, REGISTRY, get, notion, register, select,
                                     unregister)
@@ -61,6 +61,7 @@ from jaxpriv.registry.plugins import (LOADED_PLUGINS, PLUGIN_GROUP, load_plugin,
 __all__ = [
     "ATOL", "PAPERS", "REQUIRED", "RESERVED_PARAMS", "RTOL", "UNITS", "Certificate",
     "CheckResult", "Notion", "Sampling", "SearchHints", "Source", "Strategies", "is_number",
+    "where_defined",
     "Relation", "StatisticalRelation",
     "NOTIONS", "OPTIONAL", "REGISTRY", "get", "notion", "register", "select", "unregister",
     "bound_at", "check", "evaluate", "level", "notion_levels", "slack",
