@@ -181,6 +181,23 @@ def truncate(path: Path, keep: int = 300) -> None:
     path.write_bytes(path.read_bytes()[:keep])
 
 
+def test_a_run_of_another_kind_never_writes_over_a_directory_s_results(tmp_path, capsys):
+    """A search into a finished sweep's --out replaced its summary and envelope (exit 0), and
+    the reverse; --resume there said 'no checkpoint to resume (run without --resume first)'."""
+    R14 = ["sweep", "--relation", "R14", "--count", "500", "--quiet"]
+    for first, second in [(SWEEP, SEARCH), (SEARCH, SWEEP), (R14, SWEEP), (SWEEP, R14)]:
+        out = tmp_path / f"{first[2]}-{second[2]}"
+        code, _, err = run_cli([*first, "--out", out], capsys)
+        assert code in (0, 1), err
+        summary = (out / "summary.json").read_bytes()
+        for resume in ([], ["--resume"]):
+            code, _, err = run_cli([*second, "--out", out, *resume], capsys)
+            assert_one_line_error(code, err, f"{out} holds a", "use a new --out")
+        assert (out / "summary.json").read_bytes() == summary
+        code, _, err = run_cli([*first, "--out", out, "--resume"], capsys)  # its own: resumes
+        assert code in (0, 1), err
+
+
 def test_a_truncated_checkpoint_resumes_from_the_previous_good_one(sweep_runs, tmp_path, capsys):
     config, whole = sweep_runs
     sweep.run(config, tmp_path, progress=False, max_chunks=4)

@@ -29,6 +29,29 @@ from jaxpriv.core.errors import InputError
 from jaxpriv.core.mechanisms import Mechanism
 
 WITNESSES = "witnesses"
+SWEEP_STATE = "checkpoint.npz"
+"""A sweep of mechanisms' checkpoint (:mod:`jaxpriv.engines.sweep`)."""
+RECORD_STATE = "checkpoint.json"
+"""A statistical sweep's checkpoint (:mod:`jaxpriv.engines.settings`); beside ``SWEEP_STATE``,
+a sweep's record of it."""
+SEARCH_STATE = "search_state.npz"
+"""A search's checkpoint (:mod:`jaxpriv.engines.search`)."""
+
+
+def other_run(out_dir: Path, checkpoint: str) -> str | None:
+    """What other kind of run ``out_dir`` holds than the one whose checkpoint is
+    ``checkpoint`` (``"a search"``, ``"a sweep"``, ``"a statistical claim's run"``), or ``None``: a search written into a
+    finished sweep's directory replaced its summary and envelope, and the reverse."""
+    held = {name for name in (SWEEP_STATE, RECORD_STATE, SEARCH_STATE)
+            if io.has_checkpoint(out_dir / name)}
+    if SWEEP_STATE in held:
+        held.discard(RECORD_STATE)  # a sweep's own record (written after its state)
+    held.discard(checkpoint)
+    if SEARCH_STATE in held:
+        return "a search"
+    if SWEEP_STATE in held:
+        return "a sweep"
+    return "a statistical claim's run" if held else None
 
 
 def note(message: str) -> None:
@@ -64,6 +87,10 @@ def _prepare(out_dir: Path | None, resume: bool, checkpoint: str, what: str) -> 
     if resume and out_dir is None:
         raise InputError("--resume needs --out DIR")
     if out_dir is not None:
+        other = other_run(out_dir, checkpoint)
+        if other is not None:
+            raise InputError(f"{out_dir} holds {other}'s results, and a {what} would replace "
+                             "them; use a new --out")
         if not resume and io.has_checkpoint(out_dir / checkpoint):
             raise InputError(f"{out_dir} already holds a {what}; use --resume, or a new --out")
         for litter in [*out_dir.glob(".*.tmp"), *out_dir.glob(f"{WITNESSES}/.*.tmp")]:

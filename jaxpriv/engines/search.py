@@ -62,7 +62,7 @@ __all__ = ["MAX_GRID_POINTS", "SETTING_OPTIONS", "STATE_FILE", "SearchConfig", "
            "initial_params", "initial_state", "log_conclusion", "make_segment", "objective",
            "premise_keep"]
 
-STATE_FILE = "search_state.npz"
+STATE_FILE = runstate.SEARCH_STATE
 SCORE = "log conclusion"
 """What a search checkpoint's best scores hold (:func:`jaxpriv.engines.search_objective.score_of`,
 recorded in its progress). A checkpoint without it held the objective (the bound's log

@@ -42,7 +42,7 @@ from jaxpriv.engines import checks, io, runstate
 from jaxpriv.core.errors import InputError
 
 MODES = ("sweep", "search")
-CHECKPOINT = "checkpoint.json"
+CHECKPOINT = runstate.RECORD_STATE
 
 
 @dataclasses.dataclass(frozen=True)

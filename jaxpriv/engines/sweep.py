@@ -64,8 +64,8 @@ __all__ = ["CHECKPOINT", "CHECKPOINT_META", "SETTING_OPTIONS", "STEP_ENTRIES", "
            "Best", "Candidates", "GROUP_ENTRIES", "Step", "SweepState", "block_group",
            "envelope_score", "initial_state", "make_step", "sampler_spec", "uses_fused_kernel"]
 
-CHECKPOINT = "checkpoint.npz"
-CHECKPOINT_META = "checkpoint.json"
+CHECKPOINT = runstate.SWEEP_STATE
+CHECKPOINT_META = runstate.RECORD_STATE
 
 
 @dataclasses.dataclass(frozen=True)
