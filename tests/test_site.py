@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,6 +53,13 @@ def test_python_example_runs(path, index, example, tmp_path, monkeypatch):
     claims = set(registry.CLAIMS)
     try:
         exec(compile(example, f"{path.relative_to(ROOT)} (block {index})", "exec"), {})
+        # a claim the docs teach has a bound that is a number or ±inf wherever its premise
+        # may be (docs/plugins.md's TVD was ∞/∞ = NaN at ε(δ) = ∞, a mechanism with a zero)
+        for name in set(registry.REGISTRY) - relations:
+            relation = registry.get(name)
+            if isinstance(relation, registry.Relation) and relation.kind != "statistical":
+                at = np.asarray(registry.bound_at(relation, np.array([0.0, 1.0, np.inf])))
+                assert not np.isnan(at).any(), (name, at)
     finally:
         for name in set(registry.REGISTRY) - relations:
             registry.unregister(name)
