@@ -240,6 +240,34 @@ def test_compose_command(tmp_path, capsys):
                                   rel=RTOL)
 
 
+def test_compose_of_a_mechanism_over_databases_takes_neighbouring_databases(tmp_path, capsys):
+    """With a records layout the composition is over neighbouring databases (DP), as ``eval``'s
+    DP level: every pair of secrets was taken, 11 vs 00 too, without a word (1.609, the LDP
+    level, where DP is 0.916)."""
+    import json
+
+    from jaxpriv import cli
+
+    K = [[0.7, 0.2, 0.1], [0.5, 0.3, 0.2], [0.5, 0.3, 0.2], [0.2, 0.3, 0.5]]
+    path = tmp_path / "rec.json"
+    path.write_text(json.dumps({"K": K, "records": {"k": 2, "r": 2}}))
+    assert cli.main(["compose", str(path), "--k", "1", "--epsilon", "0.9", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["over"].startswith("neighbouring databases") and data["pair"] in ([1, 3], [3, 1])
+    # δ(0.9) of the worst neighbouring pair, 01 vs 11 (rows 1 and 3): Σ max(0, P − e^0.9 Q)
+    P, Q = np.array(K[1]), np.array(K[3])
+    want = max(np.maximum(P - np.exp(0.9) * Q, 0).sum(), np.maximum(Q - np.exp(0.9) * P, 0).sum())
+    assert data["delta"] == pytest.approx(want, rel=1e-12)
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps({"K": K}))
+    assert cli.main(["compose", str(plain), "--k", "1", "--epsilon", "0.9", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["over"] == "every ordered pair of secrets" and data["pair"] in ([0, 3], [3, 0])
+    assert cli.main(["compose", str(path), str(plain), "--k", "1", "1", "--delta", "1e-5"]) == 2
+    err = capsys.readouterr().err
+    assert "records layouts differ" in err and err.count("\n") == 1
+
+
 @pytest.mark.parametrize("args, message", [
     (["--k", "0", "--delta", "1e-5"], "k must be an integer ≥ 1"),
     (["--k", "3", "--delta", "1.5"], "delta must be in (0, 1)"),

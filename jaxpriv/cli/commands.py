@@ -74,19 +74,22 @@ def _compose(args) -> int:
     for path in args.files:
         mech, _ = io.load_mechanism(path)
         mechs.append(mech)
+    neighbours, over = _composed_pairs(mechs, args.files)
     method, grid = getattr(args, "method", "auto"), getattr(args, "grid", 1 << 20)
     result = compose.compose(mechs, args.k, epsilon=args.epsilon, delta=args.delta,
-                             method=method, grid=grid, progress=_pair_progress)
+                             method=method, grid=grid, progress=_pair_progress,
+                             neighbours=neighbours)
     rows = []
     if args.accountants:
-        rows = compose.accountant_rows(mechs[0], result.uses[0], result.at, result.bracket)
+        rows = compose.accountant_rows(mechs[0], result.uses[0], result.at, result.bracket,
+                                       neighbours)
         if not rows:
             raise InputError("--accountants: no accountant is installed; pip install "
                              "'jaxpriv[accountants]'")
     status = 1 if any(row.verdict == "UNSOUND" for row in rows) else 0
-    data = written.summary(result, args.files, rows)
+    data = written.summary(result, args.files, rows, over)
     if args.out:
-        written.write(Path(args.out), mechs, result, args.files, rows, grid)
+        written.write(Path(args.out), mechs, result, args.files, rows, grid, over)
     if args.json:
         print(json.dumps(data))
         return status
@@ -101,6 +104,7 @@ def _compose(args) -> int:
         print(f"ε(δ = {result.at:g})   {format_value(result.value)}  ({how})")
     else:
         print(f"δ(ε = {result.at:g})   {format_value(result.value)}  ({how})")
+    print(f"over          {over}")
     print(f"attained by   secrets {result.pair[0]} → {result.pair[1]} (the ordered pair of rows)")
     for i, row in enumerate(rows, 1):
         value = "—" if row.value is None else format_value(row.value)
@@ -112,6 +116,26 @@ def _compose(args) -> int:
     if args.out:
         print(f"written       {Path(args.out) / 'summary.json'}, {Path(args.out) / 'profile.png'}")
     return status
+
+
+def _composed_pairs(mechs, files) -> tuple[Any, str]:
+    """The pairs a composition is over: neighbouring databases where the files give a records
+    layout (DP: the same ε as ``eval``'s DP level at k = 1; every pair of secrets was taken,
+    non-neighbours too, without a word), else every ordered pair of secrets; and in words."""
+    from jaxpriv.core import databases
+    from jaxpriv.report import compose as written
+
+    layouts = {m.records for m in mechs}
+    if layouts == {None}:
+        return None, written.ALL_PAIRS
+    if len(layouts) > 1:
+        named = ", ".join(f"{Path(f).name}: {'none' if m.records is None else m.records}"
+                          for m, f in zip(mechs, files))
+        raise InputError(f"the files' records layouts differ ({named}); compose mechanisms "
+                         "over the same databases")
+    (records,) = layouts
+    return (databases.neighbours(records),
+            f"neighbouring databases (records: k = {records.k}, r = {records.r})")
 
 
 def format_value(value: float) -> str:

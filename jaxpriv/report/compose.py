@@ -17,11 +17,16 @@ from jaxpriv.report.axes import _pyplot, _save
 from jaxpriv.report.files import write_json
 
 
-def summary(result: engine.ComposeResult, files=(), accountants=()) -> dict:
+ALL_PAIRS = "every ordered pair of secrets"
+
+
+def summary(result: engine.ComposeResult, files=(), accountants=(), over: str = ALL_PAIRS
+            ) -> dict:
     """The JSON object of a composition: ``eps``/``delta``, ``bracket``, ``method``, ``pair``,
-    the uses and files, every ordered pair's value, and ``accountants``: one object per call
+    the uses and files, every ordered pair's value, ``accountants``: one object per call
     path (``library``, ``call``, ``value``, ``ratio``, ``verdict``, ``note``; empty unless
-    ``--accountants``)."""
+    ``--accountants``), and ``over``: the pairs, in words (neighbouring databases where the
+    mechanisms have a records layout)."""
     def plain(x):  # infinities as JSON's Infinity, like `eval --json`; NaN (no pair) as null
         return None if math.isnan(x) else x
 
@@ -38,6 +43,7 @@ def summary(result: engine.ComposeResult, files=(), accountants=()) -> dict:
         "accountants": [{"library": row.library, "call": row.call, "value": row.value,
                          "ratio": row.ratio, "verdict": row.verdict, "note": row.note}
                         for row in accountants],
+        "over": over,
     }
 
 
@@ -110,10 +116,11 @@ def _eps_axis(mechs, result) -> float:
 
 
 def write(out: Path, mechs, result: engine.ComposeResult, files=(), accountants=(),
-          grid_size: int = engine.composition_bracket.DEFAULT_SIZE) -> dict:
+          grid_size: int = engine.composition_bracket.DEFAULT_SIZE,
+          over: str = ALL_PAIRS) -> dict:
     """``summary.json`` and ``profile.png`` in ``out``; returns the summary."""
     out = Path(out)
-    data = summary(result, files, accountants)
+    data = summary(result, files, accountants, over)
     profile_figure(mechs, result, out / "profile.png", accountants, grid_size)
     write_json(out / "summary.json", data)
     return data
