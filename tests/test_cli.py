@@ -131,6 +131,22 @@ def test_show_of_a_witness_its_relation_refuses_prints_one_line_and_nothing_befo
     assert code == 0 and "LDP level" in out and "holds" in out and err == ""
 
 
+def test_show_reads_a_claim_witness_at_its_own_parameters(tmp_path, capsys):
+    """A witness naming a claim (``"relation": "D6"``) with its parameters as fields is shown at
+    them, as ``check D6 FILE`` reads it; ``show`` said to give --alpha and --delta, flags it
+    does not take."""
+    rows = json.loads((ROOT / "examples" / "krr4.json").read_text())["K"]
+    path = tmp_path / "d6.json"
+    path.write_text(json.dumps({"K": rows, "relation": "D6", "order": 2, "delta": 1e-5}))
+    code, out, err = run_cli(capsys, "show", str(path))
+    assert code == 0 and "D6.a2.d1e-5:" in out and "holds" in out, err
+    code, out, err = run_cli(capsys, "check", "D6", str(path))
+    assert code == 0 and "D6.a2.d1e-5:" in out
+    path.write_text(json.dumps({"K": rows, "relation": "D6", "order": 1, "delta": 1e-5}))
+    code, out, err = run_cli(capsys, "show", str(path))
+    assert (code, out) == (2, "") and "α = 1 must be a finite order > 1" in err
+
+
 def test_check_exit_codes(capsys):
     os.chdir(ROOT)
     code, out, _ = run_cli(capsys, "check", "R6", "examples/r6_counterexample.json")

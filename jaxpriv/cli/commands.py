@@ -364,7 +364,7 @@ def _show(args) -> int:
     if not isinstance(data, dict) or not data.get("relation"):
         raise InputError(f"{args.file}: not a witness (no 'relation' field); use 'jaxpriv eval' "
                          "for a mechanism, 'jaxpriv check RELATION FILE' to check one")
-    relation = registry.get(str(data["relation"]))
+    relation = certify.witness_relation(data)
     # re-checked first: a witness its relation refuses is one error line, no table before it
     result = certify.check_witness(args.file)
     if not args.json and relation.kind == "statistical":

@@ -32,7 +32,7 @@ from jaxpriv.registry import Certificate
 from jaxpriv.engines.runstate import levels_dict, verify_witness
 
 __all__ = ["Certificate", "certified", "check_witness", "envelope", "levels_dict",
-           "verify_witness", "witness_check_arguments"]
+           "verify_witness", "witness_check_arguments", "witness_relation"]
 
 
 def certified(relation) -> bool:
@@ -136,12 +136,22 @@ def witness_check_arguments(extras: dict, relation=None) -> tuple:
     return parameter, {key: extras.get(key) for key in sorted(names)}
 
 
+def witness_relation(data: dict):
+    """The relation a witness names: its ``relation``, an id or a claim's (``"D6"``, at the
+    file's own parameter values: ``order``, ``delta``, … — as ``jaxpriv check D6 FILE`` reads
+    them)."""
+    rid = str(data.get("relation"))
+    if registry.claim_of(rid) is not None:
+        return registry.resolve(rid, None, fallback=data)
+    return registry.get(rid)
+
+
 def check_witness(path: str | Path) -> registry.CheckResult:
     """Re-check a witness file (``{"relation": id, ...}``) from scratch in float64."""
     data = io.read_json(path)
     if not isinstance(data, dict):
         raise InputError(f"{path}: not a witness (expected a JSON object with a 'relation')")
-    relation = registry.get(str(data.get("relation")))
+    relation = witness_relation(data)
     with io.about(path):
         if relation.kind == "statistical":
             return relation.check(**data)
