@@ -94,6 +94,30 @@ def test_the_bracket_narrows_as_the_grid_grows():
     assert widths[0] > 4 * widths[1] > 16 * widths[2] > 0
 
 
+@pytest.mark.parametrize("trial", range(4))
+def test_a_coarse_grid_never_reads_beyond_the_largest_composed_loss(trial):
+    """Every sequence's loss is at most ``Σ k_i max L_i``: ε(δ) is at most that and δ(ε) above
+    it is the +∞ atom's mass alone, exactly. On a coarse grid the bracket read ε = 636 for 100
+    uses of ε = 1 randomized response, and δ(150) = 1 where it is 0."""
+    rng = np.random.default_rng(900 + trial)
+    parts = _random_parts(rng, trial)
+    with np.errstate(invalid="ignore"):
+        top = sum(k * float(np.nanmax(np.where(np.isfinite(P) & np.isfinite(Q), P - Q, np.nan)))
+                  for P, Q, k in parts)
+    size = 1 << 7 if sum(k for *_, k in parts) < 100 else 1 << 8
+    for delta in (1e-9, 1e-3):
+        lower, upper = cb.eps_bracket(parts, delta, size=size)
+        assert _inside(_exact(parts, delta=delta), lower, upper)
+        assert math.isinf(upper) or upper <= max(top, 0.0) * (1 + 1e-9)
+    lower, upper = cb.delta_bracket(parts, top * 1.001 + 1e-9, size=size)
+    atom = _exact(parts, epsilon=top * 1.001 + 1e-9)  # the +∞ atom's mass (0 without one)
+    assert _inside(atom, lower, upper) and upper - lower <= 1e-15 * atom
+    rr = np.log([[math.e / (1 + math.e), 1 / (1 + math.e)]] * 2)
+    rr[1] = rr[1][::-1]
+    assert cb.eps_bracket([(rr[0], rr[1], 100)], 1e-6, size=128)[1] <= 100 * (1 + 1e-9)
+    assert cb.delta_bracket([(rr[0], rr[1], 100)], 150.0, size=128) == (0.0, 0.0)
+
+
 def test_an_infinite_atom_above_delta_is_infinite_at_both_ends():
     with np.errstate(divide="ignore"):
         P, Q = np.log([0.5, 0.5]), np.log([1.0, 0.0])  # P's second output: +∞ loss, mass ½

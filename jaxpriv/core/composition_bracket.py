@@ -69,12 +69,17 @@ class GridProfile(NamedTuple):
       mass: ``(S,)`` float64, the computed P-masses ``c̃_j`` (clipped at 0).
       error: ``B``, the bound on ``‖c̃ − c‖₂``.
       infinite: the P-mass of the sequences with an ``+∞`` loss (exact).
+      top: at least every finite loss a sequence can have, ``Σ k_i max L_i`` raised past its
+        rounding: at ``ε ≥ top`` the exact ``δ_k(ε)`` is ``infinite`` alone (the grid's bounds,
+        rounded per use and widened by the FFT's error, could read far more: ε = 636 for 100
+        uses of an ε = 1 mechanism on a grid of 128 points).
     """
 
     loss: np.ndarray
     mass: np.ndarray
     error: float
     infinite: float
+    top: float = math.inf
 
 
 class PairBracket(NamedTuple):
@@ -134,9 +139,11 @@ def pair_bracket(parts: Sequence, size: int = DEFAULT_SIZE) -> PairBracket:
     # (a part whose +∞ atom holds all of P's mass: nothing survives, log1p(−1) raised)
     survive = sum((k * math.log1p(-p_inf) if p_inf < 1.0 else -math.inf) if k else 0.0
                   for _, _, p_inf, k, _ in items)
-    infinite = -math.expm1(survive)
-    return PairBracket(_grid(items, step, size, np.floor, infinite),
-                       _grid(items, step, size, np.ceil, infinite), step, size)
+    infinite = max(0.0, -math.expm1(survive))  # (+0, not −0, where nothing is infinite)
+    top = sum(k * float(L.max()) for L, _, _, k, _ in items if L.size and k)
+    top += abs(top) * 1e-12  # (a sum of Σk_i terms, each exact to ~1e-16 relative)
+    return PairBracket(_grid(items, step, size, np.floor, infinite)._replace(top=top),
+                       _grid(items, step, size, np.ceil, infinite)._replace(top=top), step, size)
 
 
 def _grid(items, step: float, size: int, rounding, infinite: float) -> GridProfile:
@@ -180,13 +187,15 @@ def _sums(grid: GridProfile, epsilon: float) -> tuple[float, float, float]:
 def delta_upper(grid: GridProfile, epsilon: float) -> float:
     """``δ⁺(ε)`` of the rounded-up grid: at least the exact ``δ_k(ε)``, at most 1."""
     total, norm, slack = _sums(grid, epsilon)
-    return min(1.0, (grid.infinite + total) * (1 + slack) + grid.error * norm)
+    upper = min(1.0, (grid.infinite + total) * (1 + slack) + grid.error * norm)
+    return min(upper, grid.infinite * (1 + 4 * U)) if epsilon >= grid.top else upper
 
 
 def delta_lower(grid: GridProfile, epsilon: float) -> float:
     """``δ⁻(ε)`` of the rounded-down grid: at most the exact ``δ_k(ε)``, at least 0."""
     total, norm, slack = _sums(grid, epsilon)
-    return max(0.0, (grid.infinite + total) * (1 - slack) - 2.0 * grid.error * norm)
+    lower = max(0.0, (grid.infinite + total) * (1 - slack) - 2.0 * grid.error * norm)
+    return max(lower, grid.infinite * (1 - 4 * U)) if epsilon >= grid.top else lower
 
 
 def delta_bracket(parts: Sequence, epsilon: float, size: int = DEFAULT_SIZE):
@@ -204,6 +213,8 @@ def eps_bracket(parts: Sequence, delta: float, size: int = DEFAULT_SIZE,
     if b.down.infinite > delta:
         return math.inf, math.inf
     top = max(float(b.up.loss[-1]), 0.0) + b.step
+    if delta_upper(b.up, max(b.up.top, 0.0)) <= delta:  # every finite loss below b.up.top
+        top = min(top, max(b.up.top, 0.0))
     # lower end: a point where δ⁻ > δ (then δ_k > δ there)
     lo, hi = 0.0, top
     if delta_lower(b.down, 0.0) <= delta:
