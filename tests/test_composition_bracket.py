@@ -142,6 +142,9 @@ def test_bad_grid_sizes_are_one_clear_error(size, message):
     P = np.log([0.6, 0.4])
     with pytest.raises(InputError, match=message):
         cb.eps_bracket([(P, P[::-1], 100)], 1e-5, size=size)
+    # uses no grid can hold: not a suggestion of a grid above the largest
+    with pytest.raises(InputError, match="beyond the largest, 16,777,216: compose fewer uses"):
+        cb.eps_bracket([(P, P[::-1], 20_000_000)], 1e-5, size=size if size == 64 else 1 << 24)
 
 
 def test_compose_brackets_where_the_count_vectors_do_not_fit(monkeypatch):

@@ -113,6 +113,9 @@ def test_a_directory_that_cannot_be_written_is_refused(tmp_path, capsys, monkeyp
     (["search", "--relation", "R5", "--grid", "0:1:0", "--out", "{tmp}/g"], "count must be"),
     (["search", "--relation", "R5", "--grid", "0.1,nan", "--out", "{tmp}/g"], "finite"),
     (["search", "--relation", "R5", "--grid", "0:1:99999999", "--out", "{tmp}/g"], "at most"),
+    # (an empty --grid took the default grid; a negative timeout was accepted)
+    (["search", "--relation", "R5", "--grid", "", "--out", "{tmp}/g"], "--grid is empty"),
+    (SWEEP + ["--coordinator-timeout", "-1", "--out", "{tmp}/t"], "must be a number > 0"),
 ])
 def test_missing_inputs_and_bad_grids_are_one_line(argv, needle, tmp_path, capsys):
     code, _, err = run_cli([a.replace("{tmp}", str(tmp_path)) for a in argv], capsys)
@@ -139,6 +142,9 @@ def test_a_sweep_directory_that_is_not_one_is_one_line(tmp_path, capsys):
     (fake / "envelope.csv").write_text("x,slack\nabc,1\n")
     code, _, err = run_cli(SEARCH + ["--out", tmp_path / "s2", "--sweep", fake], capsys)
     assert_one_line_error(code, err, "not an envelope jaxpriv wrote")
+    (fake / "summary.json").write_text('{"relation": "R5"}')  # another relation's sweep: taken
+    code, _, err = run_cli(SEARCH + ["--out", tmp_path / "s3", "--sweep", fake], capsys)
+    assert_one_line_error(code, err, f"{fake} is a sweep of R5, not of R1")
 
 
 def test_an_audit_worker_that_dies_is_one_line(tmp_path, capsys):

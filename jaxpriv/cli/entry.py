@@ -50,8 +50,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as e:
         return _fail(str(e))
     except KeyboardInterrupt:
-        print("jaxpriv: interrupted (finished chunks are kept: run again with --resume; an "
-              "audit resumes by itself)", file=sys.stderr)
+        print("jaxpriv: interrupted (a sweep's finished chunks and a search's finished "
+              "segments are kept: run again with --resume; an audit resumes by itself)",
+              file=sys.stderr)
         return 130
     except BrokenPipeError:
         # the reader went away (``jaxpriv eval f.json | head``): not an error; keep Python's

@@ -24,6 +24,14 @@ def _finite(text: str) -> float:
     return value
 
 
+def _positive(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    value = _finite(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
+    return value
+
+
 def _not_nan(text: str) -> float:
     """argparse type: a number (±inf allowed, NaN not)."""
     try:
@@ -262,6 +270,6 @@ def _group_flags(p) -> None:
                    help="processes in the group")
     g.add_argument("--process-id", type=int, default=None, metavar="I",
                    help="this process, 0 .. N-1 (0 writes the run directory)")
-    g.add_argument("--coordinator-timeout", type=_finite, default=120.0, metavar="SECONDS",
+    g.add_argument("--coordinator-timeout", type=_positive, default=120.0, metavar="SECONDS",
                    help="how long to wait for the whole group to join (default 120)")
     g.add_argument("--distributed", action="store_true", help=argparse.SUPPRESS)

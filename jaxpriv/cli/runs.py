@@ -73,6 +73,9 @@ def _search(args) -> int:
     from jaxpriv.engines import search
 
     _start_jax(args.cpu_devices, args)
+    if args.grid is not None and not args.grid.strip():
+        raise InputError("--grid is empty: give 'low:high:count' or '0.1,0.5,1' (or leave it "
+                         "out for 0.05:3:60)")
     grid = search.parse_grid(args.grid or "0.05:3:60")
     ids = _relation_ids(args.relation)
     configs = []
@@ -100,12 +103,25 @@ def _search(args) -> int:
     if args.sweep is not None:
         sweeps = [Path(args.sweep) / c.relation for c in configs] if len(configs) > 1 \
             else [Path(args.sweep)]
-        for directory in sweeps:
+        for directory, config in zip(sweeps, configs):
             if not (directory / "envelope.csv").is_file():
                 raise InputError(f"--sweep {args.sweep}: {directory} is not a finished sweep "
                                  "run directory (no envelope.csv)")
+            swept = _swept_relation(directory)
+            if swept not in (None, config.relation):
+                raise InputError(f"--sweep {args.sweep}: {directory} is a sweep of {swept}, "
+                                 f"not of {config.relation}")
     with _locked_out(args, "search"):
         return _search_runs(args, configs)
+
+
+def _swept_relation(directory: Path) -> str | None:
+    """The relation a sweep run directory's summary names (``None`` where it says none)."""
+    try:
+        found = json.loads((directory / "summary.json").read_text()).get("relation")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return found if isinstance(found, str) else None
 
 
 def _search_runs(args, configs) -> int:

@@ -131,6 +131,9 @@ def pair_bracket(parts: Sequence, size: int = DEFAULT_SIZE) -> PairBracket:
     items = _parts(parts)
     total = sum(k for _, _, _, k, _ in items)
     if total + 2 > size:
+        if total + 2 > MAX_SIZE:
+            raise InputError(f"{total:,} uses need a grid above {total + 2:,} points, beyond "
+                             f"the largest, {MAX_SIZE:,}: compose fewer uses")
         raise InputError(f"a grid of {size:,} points cannot bracket {total:,} uses; give a grid "
                          f"size above {total + 2:,} (a power of 2)")
     span = sum(k * (float(L.max() - L.min()) if L.size else 0.0) for L, _, _, k, _ in items)
