@@ -63,6 +63,14 @@ def test_bad_arguments_are_named():
         statistical.failure_probability(10, 1.5, 0.5)
     with pytest.raises(InputError, match="positive integer"):
         statistical.failure_probability(0, 0.5, 0.5)
+    # a witness's numbers as text ("T": "100") were read as the numbers
+    from jaxpriv import registry
+
+    with pytest.raises(InputError, match="R14: 'T' must be a number"):
+        registry.get("R14").check(T="100", kappa1=0.1, eps=0.5)
+    with pytest.raises(InputError, match="R15: 'kappa1' must be a number"):
+        registry.get("R15").check(kappa1=["0.5", 0.5], kappa2=[0.5, 0.5], eps=0.1)
+    assert not registry.get("R14").check(T=100, kappa1=0.1, eps=0.5).violated
 
 
 # -- R15 -------------------------------------------------------------------------------------------

@@ -205,7 +205,18 @@ class StatisticalRelation:
         if missing:
             raise InputError(f"{self.id} needs {', '.join(repr(f) for f in missing)} "
                              f"(a witness file carries 'relation' and {', '.join(self.fields)})")
+        for name in self.fields:  # ("T": "100" was read as the number, "T": true refused)
+            if _has_text(fields[name]):
+                raise InputError(f"{self.id}: '{name}' must be a number (or a list of numbers), "
+                                 f"got {fields[name]!r}")
         return self.check_fn(**{f: fields[f] for f in self.fields})
+
+
+def _has_text(value) -> bool:
+    """Whether ``value`` (a witness field) is, or holds, a string."""
+    if isinstance(value, (str, bytes)):
+        return True
+    return isinstance(value, (list, tuple)) and any(_has_text(v) for v in value)
 
 
 def _derive_hints(relation: Relation) -> None:
