@@ -191,8 +191,11 @@ def test_a_run_of_another_kind_never_writes_over_a_directory_s_results(tmp_path,
     """A search into a finished sweep's --out replaced its summary and envelope (exit 0), and
     the reverse; --resume there said 'no checkpoint to resume (run without --resume first)'."""
     R14 = ["sweep", "--relation", "R14", "--count", "500", "--quiet"]
-    for first, second in [(SWEEP, SEARCH), (SEARCH, SWEEP), (R14, SWEEP), (SWEEP, R14)]:
-        out = tmp_path / f"{first[2]}-{second[2]}"
+    R14_SEARCH = ["search", "--relation", "R14", "--grid", "0.5,1", "--restarts", "2",
+                  "--steps", "100", "--quiet"]  # (keeps no checkpoint: its summary says it)
+    for i, (first, second) in enumerate([(SWEEP, SEARCH), (SEARCH, SWEEP), (R14, SWEEP),
+                                         (SWEEP, R14), (R14_SEARCH, SWEEP)]):
+        out = tmp_path / f"{i}-{first[2]}-{second[2]}"
         code, _, err = run_cli([*first, "--out", out], capsys)
         assert code in (0, 1), err
         summary = (out / "summary.json").read_bytes()
@@ -200,7 +203,8 @@ def test_a_run_of_another_kind_never_writes_over_a_directory_s_results(tmp_path,
             code, _, err = run_cli([*second, "--out", out, *resume], capsys)
             assert_one_line_error(code, err, f"{out} holds a", "use a new --out")
         assert (out / "summary.json").read_bytes() == summary
-        code, _, err = run_cli([*first, "--out", out, "--resume"], capsys)  # its own: resumes
+        again = [*first, "--out", out] + ([] if first is R14_SEARCH else ["--resume"])
+        code, _, err = run_cli(again, capsys)  # its own kind: resumes (or, a search, reruns)
         assert code in (0, 1), err
 
 

@@ -64,15 +64,27 @@ def test_a_level_from_the_rows_it_needs_is_the_level_over_every_pair(case, monke
     assert read == [len(rows)] * len(HULL)
 
 
-def test_composed_levels_drop_only_repeated_rows():
+def test_composed_levels_drop_only_repeated_rows(monkeypatch):
     """``P ↦ P^⊗k`` is not linear: the composed levels keep every distinct row."""
     p = np.array([0.9, 0.6, 0.5, 0.3, 0.9, 0.6])
     K = np.stack([p, 1 - p], axis=1)
     assert rows_for_pair_max(np.log(K), hull=False).tolist() == [0, 1, 2, 3]
+    read = []
+    compiled = checks._compiled_level
+    monkeypatch.setattr(checks, "_compiled_level", lambda record, params, options: (
+        lambda mech: (read.append(mech.n), compiled(record, params, options)(mech))[1]))
     for key in ("delta_composed", "eps_composed"):
         want = _every_pair(key, K, k=3)
         got = float(level(key, _mech(K), k=3))
         assert got == pytest.approx(want, rel=RTOL), key
+    assert read == [4, 4]
+
+
+def test_a_mechanism_with_nan_keeps_every_row():
+    """(An unvalidated one: no ends to take; the rows all go to the level, as before.)"""
+    log_K = np.log(np.array([[0.5, 0.5], [0.2, 0.8], [0.7, 0.3]]))
+    log_K[1, 0] = np.nan
+    assert rows_for_pair_max(log_K, hull=True).tolist() == [0, 1, 2]
 
 
 def test_a_neighbour_relation_keeps_every_row():

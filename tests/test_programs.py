@@ -129,9 +129,9 @@ def test_a_check_at_other_options_than_the_instance_is_not_the_shared_program():
 def test_a_claims_bound_is_named_by_its_function_where_it_is_defined():
     """A NaN bound is one line naming where the bound is defined: for a claim's instance (the
     claim's bound at its values, a functools.partial) the claim's function, file and line."""
-    from jaxpriv.registry.checks import _where_defined
+    from jaxpriv.registry import where_defined
 
-    where = _where_defined(registry.get("D6.a2.d1e-5").bound)
+    where = where_defined(registry.get("D6.a2.d1e-5").bound)
     assert where.split(":")[0].endswith("dp_literature.py") and where.split(":")[1].isdigit()
 
 

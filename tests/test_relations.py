@@ -179,9 +179,15 @@ def test_slack_conventions():
     np.testing.assert_allclose(s, [np.inf, 0.0, np.inf, 20.0, 0.05], rtol=1e-6)
     # a bound below −atol is no zero: below 1, as the check's violation (autodp's pure-DP RDP,
     # bound −1.3e-8 over a Rényi divergence of 8.6e-18, read slack +inf beside VIOLATED)
-    s = np.asarray(registry.slack(np.array([-1.3e-8, -1.0, -np.inf, -1e-13, -1.0]),
-                                  np.array([8.6e-18, 0.5, 1.0, 0.0, 0.0])))
-    np.testing.assert_array_equal(s, [-np.inf, -2.0, -np.inf, np.inf, -np.inf])
+    bound = np.array([-1.3e-8, -1.0, -np.inf, -1e-13, -1.0, -5e-13, -1e-12, -np.inf, 1.0])
+    conclusion = np.array([8.6e-18, 0.5, 1.0, 0.0, 0.0, 1e-12, 0.0, np.inf, np.inf])
+    with jax.enable_x64(True):  # (in float32, 1 + rtol rounds to 1)
+        s = np.asarray(registry.slack(bound, conclusion))
+    np.testing.assert_array_equal(s, [-np.inf, -2.0, -np.inf, np.inf, -np.inf, -np.inf, -np.inf,
+                                      -np.inf, 0.0])
+    # below 1 exactly where the check's violation test fires (within atol of 0 too)
+    violated = conclusion > bound * (1 + registry.RTOL) + registry.ATOL
+    np.testing.assert_array_equal(s < 1, violated)
 
 
 def test_r2_is_attained_by_4ary_rr_at_eps_2ln3_and_not_reported_violated(x64):

@@ -49,6 +49,8 @@ def rows_for_pair_max(log_K: np.ndarray, hull: bool) -> np.ndarray:
       rows and, where ``hull`` and the rows put mass on two outputs only, the two ends.
     """
     log_K = np.asarray(log_K)
+    if np.isnan(log_K).any():  # (no order to take ends by: every row, and the level's NaN)
+        return np.arange(log_K.shape[0])
     _, first = np.unique(log_K, axis=0, return_index=True)
     rows = np.sort(first)
     support = np.flatnonzero((log_K[rows] > -np.inf).any(axis=0))

@@ -137,9 +137,8 @@ def witness_check_arguments(extras: dict, relation=None) -> tuple:
 
 
 def witness_relation(data: dict):
-    """The relation a witness names: its ``relation``, an id or a claim's (``"D6"``, at the
-    file's own parameter values: ``order``, ``delta``, … — as ``jaxpriv check D6 FILE`` reads
-    them)."""
+    """The relation a witness names: its ``relation``, an id, or a claim's id at the file's own
+    parameter values (``order``, ``delta``, …), as ``jaxpriv check CLAIM FILE`` reads them."""
     rid = str(data.get("relation"))
     if registry.claim_of(rid) is not None:
         return registry.resolve(rid, None, fallback=data)

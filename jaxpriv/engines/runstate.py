@@ -29,29 +29,40 @@ from jaxpriv.core.errors import InputError
 from jaxpriv.core.mechanisms import Mechanism
 
 WITNESSES = "witnesses"
-SWEEP_STATE = "checkpoint.npz"
-"""A sweep of mechanisms' checkpoint (:mod:`jaxpriv.engines.sweep`)."""
-RECORD_STATE = "checkpoint.json"
-"""A statistical sweep's checkpoint (:mod:`jaxpriv.engines.settings`); beside ``SWEEP_STATE``,
-a sweep's record of it."""
-SEARCH_STATE = "search_state.npz"
-"""A search's checkpoint (:mod:`jaxpriv.engines.search`)."""
+# checkpoints: a sweep's (with its record, RECORD_STATE, beside it), a statistical claim's run
+# (RECORD_STATE alone), a search's
+SWEEP_STATE, RECORD_STATE, SEARCH_STATE = "checkpoint.npz", "checkpoint.json", "search_state.npz"
 
 
-def other_run(out_dir: Path, checkpoint: str) -> str | None:
-    """What other kind of run ``out_dir`` holds than the one whose checkpoint is
-    ``checkpoint`` (``"a search"``, ``"a sweep"``, ``"a statistical claim's run"``), or ``None``: a search written into a
-    finished sweep's directory replaced its summary and envelope, and the reverse."""
+def other_run(out_dir: Path, checkpoint: str, what: str = "") -> str | None:
+    """What other kind of run ``out_dir`` holds than a ``what`` whose checkpoint is
+    ``checkpoint`` (``"a search"``, ``"a sweep"``, ``"a statistical claim's run"``), or
+    ``None``: a search written into a finished sweep's directory replaced its summary and
+    envelope, and the reverse. A statistical claim's search keeps no checkpoint: its summary
+    (``mode`` "search") says it is there; another of its kind may write over it (it does not
+    resume)."""
     held = {name for name in (SWEEP_STATE, RECORD_STATE, SEARCH_STATE)
             if io.has_checkpoint(out_dir / name)}
     if SWEEP_STATE in held:
         held.discard(RECORD_STATE)  # a sweep's own record (written after its state)
     held.discard(checkpoint)
-    if SEARCH_STATE in held:
-        return "a search"
-    if SWEEP_STATE in held:
-        return "a sweep"
-    return "a statistical claim's run" if held else None
+    for name, kind in ((SEARCH_STATE, "a search"), (SWEEP_STATE, "a sweep"),
+                       (RECORD_STATE, "a statistical claim's run")):
+        if name in held:
+            return kind
+    if not (checkpoint == RECORD_STATE and what.startswith("search ")) and \
+            _summary_mode(out_dir) == "search":
+        return "a statistical claim's search"
+    return None
+
+
+def _summary_mode(out_dir: Path) -> str | None:
+    """The ``mode`` a run directory's summary names (a statistical claim's run), or ``None``."""
+    try:
+        mode = json.loads((out_dir / "summary.json").read_text()).get("mode")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return mode if isinstance(mode, str) else None
 
 
 def note(message: str) -> None:
@@ -87,7 +98,7 @@ def _prepare(out_dir: Path | None, resume: bool, checkpoint: str, what: str) -> 
     if resume and out_dir is None:
         raise InputError("--resume needs --out DIR")
     if out_dir is not None:
-        other = other_run(out_dir, checkpoint)
+        other = other_run(out_dir, checkpoint, what)
         if other is not None:
             raise InputError(f"{out_dir} holds {other}'s results, and a {what} would replace "
                              "them; use a new --out")

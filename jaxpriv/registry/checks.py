@@ -23,24 +23,27 @@ from jaxpriv.registry.store import notion
 
 
 @jax.jit  # one program per shape (host callers: op by op, ~8 small programs a new shape)
-def slack(bound, conclusion, atol: float = ATOL):
-    """``bound / conclusion`` with ``x/0 = +∞`` and ``∞/∞ = +∞`` (an infinite bound is vacuous).
+def slack(bound, conclusion, atol: float = ATOL, rtol: float = RTOL):
+    """``bound / conclusion`` with ``x/0 = +∞`` and ``∞/∞ = +∞`` (an infinite bound is vacuous),
+    below 1 wherever the check's violation test (``conclusion > bound·(1 + rtol) + atol``)
+    fires.
 
-    Where both are zero to the check's absolute tolerance (``|bound| ≤ atol`` and ``conclusion ≤
-    atol``: "0 ≤ 0" up to rounding) the slack is ``+∞`` as at an exact ``0/0``: D16's ``I(D;W) ≤
-    ML`` at a constant mechanism gave ``ML = 0`` and ``I = 1e-17`` (float64 rounding), slack 0, no
-    violation (within the tolerance) — and a verdict "tight" with least slack 0. A bound below
-    ``−atol`` is no zero: its slack is the ratio, negative, or ``−∞`` over a conclusion ≤ atol —
-    below 1, as the check's violation is (autodp's pure-DP RDP of −1.3e-8 against a Rényi divergence of
-    8.6e-18 read "slack inf" beside "VIOLATED", and a sweep ranked such points last)."""
+    Where both are zero to the check's absolute tolerance (``bound ≤ atol``, ``conclusion ≤
+    atol``, and the check holds: "0 ≤ 0" up to rounding) the slack is ``+∞`` as at an exact
+    ``0/0``: D16's ``I(D;W) ≤ ML`` at a constant mechanism gave ``ML = 0`` and ``I = 1e-17``
+    (float64 rounding), slack 0, no violation (within the tolerance) — and a verdict "tight"
+    with least slack 0. A negative bound the conclusion exceeds is no zero: over a conclusion
+    above ``atol`` the ratio (negative), over one within ``atol`` of 0 (or below) ``−∞``; a
+    bound of ``−∞`` too (autodp's pure-DP RDP of −1.3e-8 against a Rényi divergence of 8.6e-18
+    read "slack inf" beside "VIOLATED", and a sweep ranked such points last)."""
     bound = jnp.asarray(bound)
     conclusion = jnp.asarray(conclusion)
-    negative = bound < -atol
-    vacuous = (bound == jnp.inf) | (~negative & (
-        (conclusion <= 0) | ((conclusion <= atol) & (bound <= atol))))
-    divides = jnp.where(negative, conclusion > atol, conclusion > 0)
-    ratio = bound / jnp.where(vacuous | ~divides, 1.0, conclusion)
-    return jnp.where(vacuous, jnp.inf, jnp.where(divides, ratio, -jnp.inf))
+    holds = conclusion <= bound * (1.0 + rtol) + atol
+    vacuous = (bound == jnp.inf) | ((conclusion <= 0) & (bound >= 0)) | (
+        (conclusion <= atol) & (bound <= atol) & holds)
+    below = ((conclusion <= atol) & (bound < 0)) | (conclusion <= 0) | (bound == -jnp.inf)
+    ratio = bound / jnp.where(vacuous | below, 1.0, conclusion)
+    return jnp.where(vacuous, jnp.inf, jnp.where(below, -jnp.inf, ratio))
 
 
 def evaluate(relation: Relation, mech: Mechanism, *, parameter=None, rtol: float = RTOL,
@@ -67,8 +70,8 @@ def evaluate(relation: Relation, mech: Mechanism, *, parameter=None, rtol: float
         holds &= levels[relation.requires] > 0
     bound = jnp.broadcast_to(jnp.asarray(relation.bound(x, used), x.dtype), x.shape)
     violated = holds & (y > bound * (1.0 + rtol) + atol)
-    return CheckResult(relation.id, x, measured, used, holds, y, bound, slack(bound, y, atol),
-                       violated)
+    return CheckResult(relation.id, x, measured, used, holds, y, bound,
+                       slack(bound, y, atol, rtol), violated)
 
 
 def notion_levels(relation: Relation, mech: Mechanism | None,

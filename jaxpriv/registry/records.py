@@ -350,7 +350,8 @@ class CheckResult(NamedTuple):
       condition_holds: the relation's condition holds, so the bound is claimed.
       conclusion: conclusion level.
       bound: claimed bound ``f(x, parameter_used)``.
-      slack: ``bound / conclusion`` (``+∞`` when the conclusion is 0 or the bound infinite).
+      slack: ``bound / conclusion`` (``+∞`` when the conclusion is 0 or the bound ``+∞``; below
+        1 exactly where violated: see :func:`jaxpriv.registry.slack`).
       violated: condition holds and ``conclusion > bound·(1+RTOL) + ATOL``.
     """
 

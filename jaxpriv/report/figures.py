@@ -48,11 +48,11 @@ def _claim(relation, x, param: float) -> np.ndarray:
 
 
 def _slack(bound: float, value: float) -> float:
-    """``bound / value`` in float64 as :func:`jaxpriv.registry.slack` defines it (``x/0`` and
-    an infinite bound: ``+inf``; a finite bound over an unbounded value: 0)."""
-    if value <= 0 or math.isinf(bound):
-        return math.inf
-    return bound / value
+    """``bound / value`` in float64, :func:`jaxpriv.registry.slack` itself."""
+    import jax
+
+    with jax.enable_x64(True):
+        return float(registry.slack(bound, value))
 
 
 def sweep_envelope(relation, rows: list[dict], param: float) -> list[dict]:
