@@ -11,8 +11,10 @@ reductions of the rows, before any pair is formed:
   is attained at a pair of its vertices, and those are pairs of rows. TV, KL, χ² and δ(ε) are
   jointly convex (f-divergences); Rényi of order ``α > 1`` is ``log`` of a jointly convex sum;
   zCDP, ε(δ) and the GDP level are a sup, or a least value, over such sublevel sets (Bun,
-  Steinke 2016, Def. 1.1; Dong, Roth, Su 2022, Def. 2.6), and so quasi-convex too. Not the
-  composed levels: ``P ↦ P^⊗k`` is not linear. Only the case where the hull is cheap is taken:
+  Steinke 2016, Def. 1.1; Dong, Roth, Su 2022, Def. 2.6), and so quasi-convex too. The
+  composed levels are not jointly quasi-convex in general (``P ↦ P^⊗k`` is not linear): they
+  drop duplicates only (with two outputs the ends would do as well, every other pair being a
+  garbling of theirs). Only the case where the hull is cheap is taken:
   rows with two outputs of positive mass (points on a segment), of which only the two ends are
   vertices — ``argmin`` and ``argmax`` of ``log K[·, a] − log K[·, b]``, ties kept.
 

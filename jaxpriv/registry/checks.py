@@ -295,6 +295,7 @@ def _rows_needed(record, params: Mapping[str, Any], mech: Mechanism) -> Mechanis
     mechanism: repeated rows, and rows inside the hull of the others where the pair quantity
     allows (:mod:`jaxpriv.core.pair_rows`; a 2000×2 mechanism's zCDP took 8 s, its GDP 10 s)."""
     if (record.pair_rows is None or params.get("neighbours") is not None
+            or record.needs_prior or record.needs_records  # (the rows alone are kept)
             or mech.log_K.ndim != 2 or isinstance(mech.log_K, jax.core.Tracer)):
         return mech
     rows = pair_rows.rows_for_pair_max(np.asarray(mech.log_K), record.pair_rows == "hull")

@@ -144,7 +144,8 @@ class Notion:
         ``neighbours`` parameter is ``None``) of a quantity 0 at equal rows: ``"distinct"``,
         so :func:`jaxpriv.registry.level` drops repeated rows first; ``"hull"``, the quantity
         is also jointly quasi-convex, so rows inside the convex hull of the others go too
-        (:mod:`jaxpriv.core.pair_rows`); ``None``: neither (the level reads every row).
+        (:mod:`jaxpriv.core.pair_rows`); ``None``: neither (the level reads every row). The
+        rows alone are kept (no prior, no records): not applied to a notion that needs them.
     """
 
     key: str
