@@ -90,7 +90,7 @@ def main(argv=None) -> int:
     print(f"{'':<14}{f'{args.n}×{m} now':>29}   |  "
           f"{f'{args.baseline_n}×{args.m or args.baseline_n}: now vs every pair at once':>52}")
     print(f"{'notion':<14}{'cold s':>12}{'warm s':>8}{'peak MB':>9}   |  {'warm s':>12}"
-          f"{'all pairs':>11}{'×':>5}{'peak MB':>10}{'all pairs':>10}")
+          f"{'all pairs':>11}{'×':>8}{'peak MB':>10}{'all pairs':>10}")
     for key in keys:
         now = run(args.n, args.seed, key, False, args.timeout, args.m)
         small = run(args.baseline_n, args.seed, key, False, args.timeout, args.m)
@@ -104,7 +104,7 @@ def main(argv=None) -> int:
                  "warm_s" in small and small["warm_s"] > 0 else "—")
         print(f"{key:<14}{cell(now, 'cold_s', '>12.2f')}{cell(now, 'warm_s', '>8.2f')}"
               f"{cell(now, 'peak_mb', '>9.0f')}   |  {cell(small, 'warm_s', '>12.2f')}"
-              f"{cell(base, 'warm_s', '>11.2f')}{ratio:>5}{cell(small, 'peak_mb', '>10.0f')}"
+              f"{cell(base, 'warm_s', '>11.2f')}{ratio:>8}{cell(small, 'peak_mb', '>10.0f')}"
               f"{cell(base, 'peak_mb', '>10.0f')}", flush=True)
         if "value" in base and "value" in small and base["value"] != small["value"]:
             rel = abs(base["value"] - small["value"]) / max(abs(base["value"]), 1e-300)
