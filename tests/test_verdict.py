@@ -222,3 +222,15 @@ def test_a_certificate_that_depends_on_n_is_taken_at_every_n_drawn(tmp_path):
     # the sweep's n alone: 3/2 (the search's), as before
     summary.write_text(json.dumps(data))
     assert audit.assess("D14", tmp_path, config).worst_slack == pytest.approx(1.5, rel=1e-3)
+
+
+def test_a_least_slack_of_minus_infinity_is_kept_not_read_as_none():
+    """A negative bound over a conclusion of 0 (autodp's pure-DP RDP at ε = 1e-7) has least
+    slack −∞: the summary keeps it (it read None, "n/a" in the report); +∞ (nothing bounds it)
+    stays None."""
+    from jaxpriv.audit.verdict import _bracket, _slack_value
+
+    assert _slack_value(-math.inf) == -math.inf and _slack_value(0.98) == 0.98
+    assert _slack_value(math.inf) is None and _slack_value(None) is None
+    worst = {"slack": -math.inf}
+    assert _bracket(-math.inf, worst, -math.inf) == [-math.inf, -math.inf, -math.inf]

@@ -310,7 +310,7 @@ def assess(rid: str, out: str | os.PathLike, search_config, grid_top: float | No
     return Verdict(
         relation=rid, statement=relation.statement, sources=[str(s) for s in relation.sources],
         condition=relation.condition, verdict=verdict,
-        worst_slack=None if worst is None else _finite(worst["slack"]),
+        worst_slack=None if worst is None else _slack_value(worst["slack"]),
         where={} if worst is None else {"premise": _finite(worst["premise"]),
                                         "parameter": _finite(worst["parameter"])},
         witness=None if worst is None else worst["witness"],
@@ -441,10 +441,10 @@ def _bracket(certified_lower, worst, certified) -> list[float | None]:
     certificate, its two ends on the certified region's points (``lower ≤ upper`` there; a
     mechanism found off those points may sit lower, and is the estimate); without one, only
     what was found (``None`` below)."""
-    estimate = None if worst is None else _finite(worst["slack"])
+    estimate = None if worst is None else _slack_value(worst["slack"])
     if certified is None:
         return [None, estimate, estimate]
-    return [_finite(certified_lower), estimate, _finite(certified)]
+    return [_slack_value(certified_lower), estimate, _slack_value(certified)]
 
 
 def _worst_violation(out: Path, points: list[dict]) -> dict | None:
@@ -463,6 +463,14 @@ def _worst_violation(out: Path, points: list[dict]) -> dict | None:
 def _least(values) -> float | None:
     finite = [float(v) for v in values if v is not None and math.isfinite(float(v))]
     return min(finite) if finite else None
+
+
+def _slack_value(v) -> float | None:
+    """A least slack as the summary keeps it: ``None`` for none (or ``+∞``: nothing bounds it),
+    ``−∞`` kept — a negative bound over a conclusion of 0 (autodp's pure-DP RDP read "n/a")."""
+    if v is None or not float(v) < math.inf:
+        return None
+    return float(v)
 
 
 def _finite(v) -> float | None:
