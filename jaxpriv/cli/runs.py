@@ -70,7 +70,7 @@ def _sweep_runs(args, configs) -> int:
 
 def _search(args) -> int:
     from jaxpriv import registry
-    from jaxpriv.engines import search
+    from jaxpriv.engines import runstate, search
 
     _start_jax(args.cpu_devices, args)
     if args.grid is not None and not args.grid.strip():
@@ -107,21 +107,12 @@ def _search(args) -> int:
             if not (directory / "envelope.csv").is_file():
                 raise InputError(f"--sweep {args.sweep}: {directory} is not a finished sweep "
                                  "run directory (no envelope.csv)")
-            swept = _swept_relation(directory)
+            swept = runstate.summary_text(directory, "relation")
             if swept not in (None, config.relation):
                 raise InputError(f"--sweep {args.sweep}: {directory} is a sweep of {swept}, "
                                  f"not of {config.relation}")
     with _locked_out(args, "search"):
         return _search_runs(args, configs)
-
-
-def _swept_relation(directory: Path) -> str | None:
-    """The relation a sweep run directory's summary names (``None`` where it says none)."""
-    try:
-        found = json.loads((directory / "summary.json").read_text()).get("relation")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return found if isinstance(found, str) else None
 
 
 def _search_runs(args, configs) -> int:

@@ -51,18 +51,18 @@ def other_run(out_dir: Path, checkpoint: str, what: str = "") -> str | None:
         if name in held:
             return kind
     if not (checkpoint == RECORD_STATE and what.startswith("search ")) and \
-            _summary_mode(out_dir) == "search":
+            summary_text(out_dir, "mode") == "search":
         return "a statistical claim's search"
     return None
 
 
-def _summary_mode(out_dir: Path) -> str | None:
-    """The ``mode`` a run directory's summary names (a statistical claim's run), or ``None``."""
+def summary_text(out_dir: Path, field: str) -> str | None:
+    """The text a run directory's summary gives as ``field`` (``relation``, ``mode``), or None."""
     try:
-        mode = json.loads((out_dir / "summary.json").read_text()).get("mode")
+        value = json.loads((out_dir / "summary.json").read_text()).get(field)
     except (OSError, ValueError, AttributeError):
         return None
-    return mode if isinstance(mode, str) else None
+    return value if isinstance(value, str) else None
 
 
 def note(message: str) -> None:
