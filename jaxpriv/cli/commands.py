@@ -97,17 +97,17 @@ def _compose(args) -> int:
     print(f"composition   {uses}")
     how = result.method
     if result.method == "bracket":
-        how = (f"certified bracket [{format_value(result.bracket[0])}, "
-               f"{format_value(result.bracket[1])}], FFT grid of {grid:,} points; the value is "
+        how = (f"certified bracket [{_fmt(result.bracket[0])}, "
+               f"{_fmt(result.bracket[1])}], FFT grid of {grid:,} points; the value is "
                f"its upper end")
     if result.measure == "eps":
-        print(f"ε(δ = {result.at:g})   {format_value(result.value)}  ({how})")
+        print(f"ε(δ = {result.at:g})   {_fmt(result.value)}  ({how})")
     else:
-        print(f"δ(ε = {result.at:g})   {format_value(result.value)}  ({how})")
+        print(f"δ(ε = {result.at:g})   {_fmt(result.value)}  ({how})")
     print(f"over          {over}")
     print(f"attained by   secrets {result.pair[0]} → {result.pair[1]} (the ordered pair of rows)")
     for i, row in enumerate(rows, 1):
-        value = "—" if row.value is None else format_value(row.value)
+        value = "—" if row.value is None else _fmt(row.value)
         ratio = "" if row.ratio is None else f"  ×{row.ratio:.4g}"
         print(f"#{i:<2} {row.library:<15} {value:>14}{ratio:<12} {row.verdict}")
         print(f"      {row.call}")
@@ -136,10 +136,6 @@ def _composed_pairs(mechs, files) -> tuple[Any, str]:
     (records,) = layouts
     return (databases.neighbours(records),
             f"neighbouring databases (records: k = {records.k}, r = {records.r})")
-
-
-def format_value(value: float) -> str:
-    return f"{value:.10g}"  # inf, -inf as such
 
 
 def evaluate_notions(mech, extras: dict[str, Any], bar=None, problems: list[str] | None = None,
