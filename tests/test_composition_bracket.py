@@ -222,3 +222,17 @@ def test_compose_command_with_the_bracket(tmp_path, capsys):
                      "--grid", "1000"]) == 2
     err = capsys.readouterr().err
     assert "power of 2" in err and err.count("\n") == 1
+
+
+def test_a_grid_with_the_exact_method_is_refused_not_ignored(tmp_path, capsys):
+    from jaxpriv import cli
+
+    path = tmp_path / "rr.json"
+    path.write_text(json.dumps({"K": [[0.75, 0.25], [0.25, 0.75]]}))
+    # before: --grid was dropped in silence (the exact count vectors take no grid)
+    assert cli.main(["compose", str(path), "--k", "3", "--delta", "1e-6", "--method", "exact",
+                     "--grid", "1024"]) == 2
+    err = capsys.readouterr().err
+    assert "--method exact does not use" in err and err.count("\n") == 1
+    # auto may take the bracket: the grid is the bracket's, if it runs
+    assert cli.main(["compose", str(path), "--k", "3", "--delta", "1e-6", "--grid", "1024"]) == 0

@@ -260,6 +260,11 @@ def test_cli_search_writes_the_output_contract(tmp_path, capsys):
     (["--relation", "R1", "--param", "0.5"], "no condition parameter"),
     (["--restarts", "0"], "--restarts must be a positive integer"),
     (["--law", "marginal"], "--law must be 'record' or 'output'"),
+    # options the relation does not take: refused, not dropped in silence (before: exit 0)
+    (["--relation", "R2", "--t-max", "50"], "--t-max sets a largest sample count"),
+    (["--relation", "R2", "--k", "3"], "--k sets a records layout"),
+    (["--relation", "R2", "--r", "2"], "--r sets a records layout"),
+    (["--relation", "R2", "--law", "output"], "R2 takes none: leave --law out"),
 ])
 def test_cli_search_rejects_bad_arguments_with_one_line(argv, message, tmp_path, capsys):
     base = {"--relation": "R5", "--grid": "0.5", "--out": str(tmp_path / "x")}
@@ -318,3 +323,15 @@ def test_a_search_that_aborted_xla_at_optimization_level_1_compiles():
                                 segment=100)
     result = search.run(config, progress=False)
     assert result.rows and not any(np.isnan(r["slack"]) for r in result.rows)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--relation", "R2", "--draws", "5"], "--draws sets Monte Carlo draws"),
+    (["--relation", "R2", "--t-max", "5"], "R2 takes none: leave --t-max out"),
+    (["--relation", "R1,R2", "--k", "3"], "and none of R1,R2 takes one: leave --k out"),
+])
+def test_cli_sweep_refuses_options_no_relation_takes(argv, message, tmp_path, capsys):
+    code = cli.main(["sweep", *argv, "--count", "1000", "--quiet", "--out", str(tmp_path / "x")])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "x").exists()

@@ -75,7 +75,11 @@ def _compose(args) -> int:
         mech, _ = io.load_mechanism(path)
         mechs.append(mech)
     neighbours, over = _composed_pairs(mechs, args.files)
-    method, grid = getattr(args, "method", "auto"), getattr(args, "grid", 1 << 20)
+    method, grid = getattr(args, "method", "auto"), getattr(args, "grid", None)
+    if method == "exact" and grid is not None:
+        raise InputError("--grid sets the bracket's FFT size, which --method exact does not "
+                         "use: drop --grid, or use --method bracket (or auto)")
+    grid = 1 << 20 if grid is None else grid
     result = compose.compose(mechs, args.k, epsilon=args.epsilon, delta=args.delta,
                              method=method, grid=grid, progress=_pair_progress,
                              neighbours=neighbours)

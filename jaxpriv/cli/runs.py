@@ -26,13 +26,16 @@ def _sweep(args) -> int:
     if args.bins < 1:
         raise InputError(f"--bins must be >= 1, got {args.bins}")
     ids = _relation_ids(args.relation)
+    _unused_options(args, ids, "sweep")
+    given = {name: getattr(args, name) for name in ("t_max", "draws")
+             if getattr(args, name) is not None}
     configs = []
     for rid in ids:
         try:
             layout = _records_layout(args) if registry.get(rid).needs_records else {}
             configs.append(sweep.make_config(rid, args.n, args.m, args.count, args.seed,
                                              args.chunk, args.memory_mb, x_bins=args.bins,
-                                             t_max=args.t_max, draws=args.draws, **layout))
+                                             **given, **layout))
         except InputError as error:
             if len(ids) == 1:
                 raise
@@ -78,6 +81,8 @@ def _search(args) -> int:
                          "out for 0.05:3:60)")
     grid = search.parse_grid(args.grid or "0.05:3:60")
     ids = _relation_ids(args.relation)
+    _unused_options(args, ids, "search")
+    given = {} if args.t_max is None else {"t_max": args.t_max}
     configs = []
     for rid in ids:
         relation = registry.get(rid)
@@ -89,10 +94,10 @@ def _search(args) -> int:
             if not gridded and len(ids) > 1:
                 param = 0.0
             configs.append(search.make_config(rid, args.n, args.m, points, param=param,
-                                              law=args.law, prior=args.prior,
+                                              law=args.law or "record", prior=args.prior,
                                               restarts=args.restarts,
                                               steps=args.steps, learning_rate=args.lr,
-                                              seed=args.seed, t_max=args.t_max, **layout))
+                                              seed=args.seed, **given, **layout))
         except InputError as error:
             if len(ids) == 1:
                 raise
@@ -245,15 +250,45 @@ def _runs(args, configs):
 
 
 def _records_layout(args) -> dict[str, int]:
-    """``k`` and ``r`` for database-level relations: ``--r``, else ``n = k^r`` read off ``--n``."""
-    if args.k < 2:
-        raise InputError(f"--k must be >= 2, got {args.k}")
+    """``k`` (default 2) and ``r`` for database-level relations: ``--r``, else ``n = k^r`` read
+    off ``--n``."""
+    k = 2 if args.k is None else args.k
+    if k < 2:
+        raise InputError(f"--k must be >= 2, got {k}")
     if args.r is not None:
         if args.r < 1:
             raise InputError(f"--r must be >= 1, got {args.r}")
-        return {"k": args.k, "r": args.r}
-    r = round(math.log(args.n, args.k)) if args.n >= 2 else 0
-    if r < 1 or args.k**r != args.n:
-        raise InputError(f"n = {args.n} is not a power of k = {args.k}: give --r (and --k) for "
+        return {"k": k, "r": args.r}
+    r = round(math.log(args.n, k)) if args.n >= 2 else 0
+    if r < 1 or k**r != args.n:
+        raise InputError(f"n = {args.n} is not a power of k = {k}: give --r (and --k) for "
                          "the database-level relations")
-    return {"k": args.k, "r": r}
+    return {"k": k, "r": r}
+
+
+def _unused_options(args, ids: list[str], engine: str) -> None:
+    """An option that none of the selected relations takes is one error line, not dropped in
+    silence: ``--k``/``--r`` (a records layout: relations between database-level notions),
+    ``--t-max``/``--draws`` (claims about an estimator, searched over settings) and ``--law``
+    (a relation whose notions take an ABP observation law)."""
+    from jaxpriv import registry
+    from jaxpriv.engines import subject
+
+    relations = [registry.get(rid) for rid in ids]
+    takes = {
+        "records": lambda rel: rel.needs_records,
+        "settings": lambda rel: subject.engine_for(rel, engine) == subject.SETTINGS,
+        "law": lambda rel: "law" in (getattr(rel, "notion_params", None) or ()),
+    }
+    options = (("k", "records", "a records layout (relations between database-level notions)"),
+               ("r", "records", "a records layout (relations between database-level notions)"),
+               ("t_max", "settings", "a largest sample count (claims about an estimator)"),
+               ("draws", "settings", "Monte Carlo draws (claims about an estimator)"),
+               ("law", "law", "an ABP observation law (relations whose notions take one)"))
+    for name, kind, what in options:
+        if getattr(args, name, None) is None or any(map(takes[kind], relations)):
+            continue
+        which = (f"{relations[0].id} takes none" if len(relations) == 1
+                 else f"none of {args.relation} takes one")
+        flag = "--" + name.replace("_", "-")
+        raise InputError(f"{flag} sets {what}, and {which}: leave {flag} out")
