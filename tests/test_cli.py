@@ -145,6 +145,12 @@ def test_show_reads_a_claim_witness_at_its_own_parameters(tmp_path, capsys):
     path.write_text(json.dumps({"K": rows, "relation": "D6", "order": 1, "delta": 1e-5}))
     code, out, err = run_cli(capsys, "show", str(path))
     assert (code, out) == (2, "") and "α = 1 must be a finite order > 1" in err
+    # a parameter missing from the file: said of the file (before: "give --alpha X --delta X",
+    # flags show does not take)
+    path.write_text(json.dumps({"K": rows, "relation": "D6", "order": 2}))
+    code, out, err = run_cli(capsys, "show", str(path))
+    assert (code, out) == (2, "") and "--" not in err and err.count("\n") == 1
+    assert "without its 'delta': add it to the file" in err
 
 
 def test_check_exit_codes(capsys):

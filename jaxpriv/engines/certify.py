@@ -140,7 +140,18 @@ def witness_relation(data: dict):
     """The relation a witness names: its ``relation``, an id, or a claim's id at the file's own
     parameter values (``order``, ``delta``, …), as ``jaxpriv check CLAIM FILE`` reads them."""
     rid = str(data.get("relation"))
-    if registry.claim_of(rid) is not None:
+    found = registry.claim_of(rid)
+    if found is not None:
+        claim, own = found
+        missing = [p.name for p in claim.parameters
+                   if p.name not in own and data.get(p.name) is None]
+        if missing:  # (not "give --alpha X": the file is what says them)
+            example = claim.instance_id(claim.grid[0]) if claim.grid else None
+            raise InputError(f"the witness names the claim {claim.id} without its "
+                             f"{', '.join(repr(name) for name in missing)}: add "
+                             f"{'it' if len(missing) == 1 else 'them'} to the file"
+                             + (f", or name an instance such as {example!r}" if example
+                                else ""))
         return registry.resolve(rid, None, fallback=data)
     return registry.get(rid)
 
