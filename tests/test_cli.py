@@ -55,6 +55,15 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys, name, command):
     (["sweep", "--relation", "R2", "--seed", str(2**32), "--out", "x"], "--seed must be"),
     (["search", "--relation", "R2", "--seed", str(2**63), "--out", "x"], "--seed must be"),
     (["audit", "--relations", "R1", "--seed", str(2**32), "--out", "x"], "--seed must be"),
+    # options the relation's check does not read: refused (before: dropped, exit 0)
+    (["check", "R2", "examples/krr4.json", "--law", "output"], "R2 takes no --law"),
+    (["check", "R2", "examples/krr4.json", "--mu", "0.3"], "R2 takes no --mu"),
+    (["check", "D6", "examples/krr4.json", "--alpha", "2", "--delta", "1e-5", "--d-true", "1"],
+     "D6.a2.d1e-5 takes no --d-true"),
+    # R2's condition fixes its parameter (a uniform prior): "bound taken at 0.3" meant nothing
+    (["check", "R2", "examples/krr4.json", "--parameter", "0.3"], "its condition fixes it"),
+    (["check", "D9", "examples/krr4.json", "--epsilon", "1", "--parameter", "0.3"],
+     "(it has none)"),
 ])
 def test_other_errors_exit_2(capsys, args, message):
     os.chdir(ROOT)

@@ -236,12 +236,14 @@ def _check(args) -> int:
     if registry.claim_of(args.relation) is None:
         relation = registry.get(args.relation)
         _no_claim_parameters(relation, args)
+        _unused_check_options(relation, args)
         if relation.kind == "statistical":
             return _check_statistical(relation, args)
         mech, extras = io.load_mechanism(args.file)
     else:
         mech, extras = io.load_mechanism(args.file)
         relation = registry.resolve(args.relation, claimed, fallback=extras)
+        _unused_check_options(relation, args)
     if extras.get("relation") not in (None, relation.id):
         print(f"jaxpriv: note: the file is a witness for {extras['relation']}, "
               f"checking {relation.id}", file=sys.stderr)
@@ -276,6 +278,26 @@ def _no_claim_parameters(relation, args) -> None:
                   if any(p.name == name for p in c.parameters)]
         raise InputError(f"{relation.id} has no parameter {flag}; the claims with it: "
                          f"{', '.join(having)}")
+
+
+def _unused_check_options(relation, args) -> None:
+    """An option the relation's check does not read is one line, not dropped in silence:
+    ``--law``, ``--mu``, ``--d-true`` where its notions take no such option (a statistical
+    claim reads its file alone), ``--parameter`` where the relation has no free condition
+    parameter (none, or a fixed limit: R1's and R2's uniform prior)."""
+    fields = frozenset() if relation.kind == "statistical" else relation.notion_params
+    for key in ("law", "mu", "d_true"):
+        if getattr(args, key, None) is not None and key not in fields:
+            flag = "--" + key.replace("_", "-")
+            raise InputError(f"{relation.id} takes no {flag} (its notions' options: "
+                             f"{', '.join(sorted(fields)) or 'none'}): leave {flag} out")
+    free = (relation.kind != "statistical" and getattr(relation, "parameter", None) is not None
+            and relation.parameter_limit is None)
+    if args.parameter is not None and not free:
+        why = ("its condition fixes it" if getattr(relation, "parameter", None) is not None
+               and relation.kind != "statistical" else "it has none")
+        raise InputError(f"{relation.id} has no free condition parameter to set with "
+                         f"--parameter ({why}): leave --parameter out")
 
 
 def _relation_fields(relation) -> frozenset:
