@@ -109,3 +109,68 @@ def test_d5_bound_near_order_one_against_mpmath(x64):
                                    / (1 + mpmath.exp(e))) / (a - 1)
                 got = float(_d5_bound(jnp.float64(alpha))(jnp.float64(eps)))
                 assert got == pytest.approx(float(exact), rel=1e-14), (alpha, eps)
+
+
+def _abp_output_mp(K, prior):
+    """The output law's ABP level from SPEC §2.3 in 60-digit mpmath: max over outputs w with
+    p(w) > 0 of sqrt(JS(posterior(·|w) ‖ prior)) (the belief is the prior)."""
+    mpmath.mp.dps = 60
+    K = [[mpmath.mpf(x) for x in row] for row in K]
+    prior = [mpmath.mpf(x) for x in prior]
+    n, m = len(K), len(K[0])
+    best = mpmath.mpf(0)
+    for w in range(m):
+        p_w = mpmath.fsum(prior[d] * K[d][w] for d in range(n))
+        if p_w == 0:
+            continue
+        post = [prior[d] * K[d][w] / p_w for d in range(n)]
+        mid = [(a + b) / 2 for a, b in zip(post, prior)]
+        js = mpmath.fsum(a * mpmath.log(a / c) for a, c in zip(post, mid) if a > 0) / 2 + \
+            mpmath.fsum(b * mpmath.log(b / c) for b, c in zip(prior, mid) if b > 0) / 2
+        best = max(best, mpmath.sqrt(max(js, 0)))
+    return float(best)
+
+
+@pytest.mark.parametrize("tiny", [1e-300, 1e-310, 1e-320, 5e-324])
+def test_a_subnormal_probability_counts_in_every_level(tiny, x64):
+    """A probability below float64's smallest normal number (2.2e-308) is flushed to 0 by XLA's
+    CPU arithmetic: with P = (½, ½, 1e-310), Q = (½, ½, 0), χ² read 0 beside KL = ∞ (χ² ≥
+    e^KL − 1), and the output law's ABP level read 0 beside its own vector's 0.4645. Which
+    entries are positive is now read from the logs: χ² = ∞, and the level is the vector's max
+    and mpmath's."""
+    K = [[0.5, 0.5, tiny], [0.5, 0.5, 0.0]]
+    mech = io.mechanism_from_dict({"K": K})[0]
+    pairs = notions.levels(mech)
+    from jaxpriv.core import pair_notions
+    assert float(pair_notions.chi2(mech)) == math.inf
+    assert float(pair_notions.kl(mech)) == math.inf
+    output = notions.abp(mech, "output")
+    assert float(output.level) == float(jnp.max(output.vector))
+    assert float(output.level) == pytest.approx(_abp_output_mp(K, [0.5, 0.5]), rel=1e-12)
+    assert float(pairs["abp_output"]) == float(output.level)
+    # with a prior that is not uniform (the vector's entries then differ)
+    prior = [0.9, 0.1]
+    mech = io.mechanism_from_dict({"K": K, "prior": prior})[0]
+    output = notions.abp(mech, "output")
+    assert float(output.level) == pytest.approx(_abp_output_mp(K, prior), rel=1e-12)
+
+
+def test_chi2_from_logs_is_the_textbook_sum_on_ordinary_pairs(x64):
+    """The log-read χ² against Σ (P − Q)²/Q in mpmath on random pairs, near-equal pairs and
+    pairs with zeros (both branches of the term: L < 1 and L ≥ 1)."""
+    from jaxpriv.core import pair_notions
+    rng = np.random.default_rng(7)
+    P = rng.dirichlet(np.full(5, 0.3), size=200)
+    Q = rng.dirichlet(np.full(5, 0.3), size=200)
+    Q[:50] = P[:50] * (1 + 1e-6 * rng.standard_normal((50, 5)))
+    Q[:50] /= Q[:50].sum(-1, keepdims=True)
+    P[60:70, 0] = 0.0
+    P[60:70] /= P[60:70].sum(-1, keepdims=True)
+    with np.errstate(divide="ignore"):
+        log_P, log_Q = np.log(P), np.log(Q)
+    got = np.asarray(pair_notions.chi2_pair(jnp.asarray(log_P), jnp.asarray(log_Q)))
+    mpmath.mp.dps = 50
+    for i in range(len(P)):  # of the pair the logs are (what the level is given)
+        want = mpmath.fsum((mpmath.exp(lp) - mpmath.exp(lq)) ** 2 / mpmath.exp(lq)
+                           for lp, lq in zip(log_P[i], log_Q[i]))
+        assert got[i] == pytest.approx(float(want), rel=1e-12, abs=1e-300), i

@@ -316,12 +316,15 @@ def abp(mech: Mechanism, law: Law = "record") -> ABP:
     Note (trap): ``q = p`` (the output marginal) gives ``F^A = π``, hence ``ε_pa = 0`` when
     ``b = π``, whatever the mechanism. The record law is the meaningful default.
     """
+    # which laws can occur is read from the logs: a subnormal p(w) (below 2.2e-308) is 0 to
+    # XLA's CPU arithmetic, and the output law's level read 0 beside its vector's 0.46
     if isinstance(law, str) and law == "record":
         vector = abp_record_kernel(mech.log_K, mech.log_prior, mech.log_belief)
-        weights = mech.prior
+        counted, weights = mech.log_prior > NEG_INF, mech.prior
     elif isinstance(law, str) and law == "output":
         vector = abp_output_kernel(mech.log_K, mech.log_prior, mech.log_belief)
-        weights = jnp.exp(log_marginal_kernel(mech.log_K, mech.log_prior))
+        log_p = log_marginal_kernel(mech.log_K, mech.log_prior)
+        counted, weights = log_p > NEG_INF, jnp.exp(log_p)
     elif isinstance(law, str):
         raise InputError(f"unknown observation law {law!r}; use 'record', 'output' or a vector q")
     else:
@@ -329,7 +332,7 @@ def abp(mech: Mechanism, law: Law = "record") -> ABP:
         laws = jnp.broadcast_to(jnp.asarray(q, mech.dtype), (*mech.batch_shape, *q.shape[-2:]))
         vector = abp_kernel(mech.log_K, mech.log_prior, mech.log_belief, laws)
         weights = jnp.full(vector.shape, 1.0 / vector.shape[-1], dtype=mech.dtype)
-    counted = weights > 0
+        counted = weights > 0
     level = jnp.max(jnp.where(counted, vector, 0.0), axis=-1)
     mean = jnp.sum(jnp.where(counted, weights * vector, 0.0), axis=-1)
     return ABP(vector, level, mean)

@@ -140,11 +140,22 @@ def kl_pair(log_P, log_Q):
 
 
 def chi2_pair(log_P, log_Q):
-    """``Σ (P − Q)²/Q``; ``+∞`` where ``Q = 0 < P``."""
+    """``Σ (P − Q)²/Q``; ``+∞`` where ``Q = 0 < P``.
+
+    Which entries are positive is read from the logs, and a term from them: ``Q·expm1(L)²``
+    where ``L = log(P/Q) < 1`` (exact as ``P → Q``), else ``e^{2 log P − log Q} − 2P + Q``
+    (no cancellation: the first term is at least ``e`` times the second's half). A subnormal
+    ``Q`` (below 2.2e-308) is flushed to 0 by XLA's CPU arithmetic: ``e^{log Q}`` read 0, and
+    with it ``χ² = 0`` beside ``KL = ∞`` for ``P = (½, ½, 1e-310)``, ``Q = (½, ½, 0)``."""
+    L, both = _log_ratio(log_P, log_Q)
     P, Q = jnp.exp(log_P), jnp.exp(log_Q)
-    positive = Q > 0
-    terms = jnp.where(positive, (P - Q) ** 2 / jnp.where(positive, Q, 1.0),
-                      jnp.where(P > 0, jnp.inf, 0.0))
+    near = both & (L < 1.0)
+    close = Q * jnp.expm1(jnp.where(near, L, 0.0)) ** 2
+    far = both & ~near
+    spread = jnp.exp(jnp.where(far, 2.0 * log_P - jnp.where(far, log_Q, 0.0), NEG_INF))
+    # P = 0 < Q: the term is Q; Q = 0 < P: +∞
+    alone = jnp.where(log_P > NEG_INF, jnp.inf, Q)
+    terms = jnp.where(near, close, jnp.where(far, spread - 2.0 * P + Q, alone))
     return jnp.sum(terms, axis=-1)
 
 
