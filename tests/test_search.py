@@ -265,6 +265,14 @@ def test_cli_search_writes_the_output_contract(tmp_path, capsys):
     (["--relation", "R2", "--k", "3"], "--k sets a records layout"),
     (["--relation", "R2", "--r", "2"], "--r sets a records layout"),
     (["--relation", "R2", "--law", "output"], "R2 takes none: leave --law out"),
+    # R14's search reads its grid and --t-max alone; R15's no --m (both ran and wrote the
+    # values into summary.json as if used)
+    (["--relation", "R14", "--restarts", "3"], "--restarts sets a number of restarts, and R14"),
+    (["--relation", "R14", "--rest", "3"], "--restarts sets"),  # an abbreviation, as argparse
+    (["--relation", "R14", "--seed", "7"], "R14 takes none: leave --seed out"),
+    (["--relation", "R15", "--m", "9"], "R15 takes none: leave --m out"),
+    # --r sets n = k^r: a different --n was replaced in silence
+    (["--relation", "R9", "--k", "2", "--r", "2", "--n", "7"], "--n with --r: n is k^r = 4"),
 ])
 def test_cli_search_rejects_bad_arguments_with_one_line(argv, message, tmp_path, capsys):
     base = {"--relation": "R5", "--grid": "0.5", "--out": str(tmp_path / "x")}
@@ -329,9 +337,38 @@ def test_a_search_that_aborted_xla_at_optimization_level_1_compiles():
     (["--relation", "R2", "--draws", "5"], "--draws sets Monte Carlo draws"),
     (["--relation", "R2", "--t-max", "5"], "R2 takes none: leave --t-max out"),
     (["--relation", "R1,R2", "--k", "3"], "and none of R1,R2 takes one: leave --k out"),
+    (["--relation", "R14", "--memory-mb", "64"], "R14 takes none: leave --memory-mb out"),
+    (["--relation", "R14", "--n", "9"], "R14 takes none: leave --n out"),
 ])
 def test_cli_sweep_refuses_options_no_relation_takes(argv, message, tmp_path, capsys):
     code = cli.main(["sweep", *argv, "--count", "1000", "--quiet", "--out", str(tmp_path / "x")])
     err = capsys.readouterr().err
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "x").exists()
+
+
+def test_options_a_run_reads_are_taken():
+    """The other side: every option the relation reads passes the check (R15's search reads
+    n, restarts, steps, lr and seed; R14's sweep t_max and draws; a records relation k and r;
+    several relations take an option one of them reads)."""
+    from types import SimpleNamespace
+
+    from jaxpriv.cli import runs
+    from jaxpriv.cli.parser import given_options
+
+    for argv, ids, engine in (
+            (["search", "--relation", "R15", "--n", "5", "--restarts", "4", "--steps", "100",
+              "--lr", "0.1", "--seed", "2", "--grid", "0.5"], ["R15"], "search"),
+            (["sweep", "--relation", "R14", "--t-max", "100", "--draws", "10", "--seed", "3",
+              "--count", "3000", "--chunk", "1024", "--bins", "10"], ["R14"], "sweep"),
+            (["sweep", "--relation", "R9", "--k", "3", "--r", "2", "--m", "3"], ["R9"], "sweep"),
+            (["search", "--relation", "R5,R14", "--restarts", "2", "--law", "output"],
+             ["R5", "R14"], "search")):
+        given = given_options(argv + ["--out", "x"])
+        args = SimpleNamespace(given=given, relation=argv[2], k=None, r=None)
+        for flag in ("--k", "--r"):
+            if flag in argv:
+                setattr(args, flag[2:], int(argv[argv.index(flag) + 1]))
+        runs._unused_options(args, ids, engine)  # raises nothing
+    assert given_options(["search", "--relation", "R1", "--rest=3", "--out", "x"]) >= {"relation", "restarts"}
+    assert "seed" not in given_options(["sweep", "--relation", "R1", "--out", "x"])

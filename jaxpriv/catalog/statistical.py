@@ -400,7 +400,8 @@ R14 = register(StatisticalRelation(
     strategies=Strategies(
         sweep_step=_r14_step, fields=_r14_fields, violated=_r14_violated, search=search_r14,
         defaults={"sweep": {"chunk": R14_CHUNK}}, initial=_r14_initial, on_chunk=_r14_on_chunk,
-        summary=_r14_summary)))
+        summary=_r14_summary,
+        reads={"sweep": ("t_max", "draws", "mc_settings"), "search": ("t_max",)})))
 R15 = register(StatisticalRelation(
     id="R15", statement="|κ̂₁−κ₁| ≤ εκ₁ ⇒ |Ĉ₁−C₁| ≤ sqrt((1+ε)log((1+ε)/(1−ε))/2 + "
                         "(ε + max(log(1+ε), log(1/(1−ε))))/2)",
@@ -411,4 +412,5 @@ R15 = register(StatisticalRelation(
     bound_curve=statistical.r15_bound,
     strategies=Strategies(
         sweep_step=_r15_step, fields=_r15_fields, violated=_r15_violated, search=search_r15,
-        defaults={"sweep": {"x_max": 1.0}, "search": {"x_max": 1.0}})))
+        defaults={"sweep": {"x_max": 1.0}, "search": {"x_max": 1.0}},
+        reads={"sweep": ("n",), "search": ("n", "restarts", "steps", "learning_rate", "seed")})))

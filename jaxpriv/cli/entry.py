@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Sequence
 
 from jaxpriv.cli import commands, jaxsetup, runs
-from jaxpriv.cli.parser import _parser
+from jaxpriv.cli.parser import _parser, given_options
 from jaxpriv.core.errors import InputError
 
 ONE_SHOT = ("eval", "check", "show", "compose")
@@ -25,6 +25,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Only a bug in jaxpriv shows a traceback, followed by a line asking to report it (exit 3)."""
     try:
         args = _parser().parse_args(argv)
+        args.given = given_options(sys.argv[1:] if argv is None else argv)
         if args.version:
             from jaxpriv.core.version import __version__
             print(__version__)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Sequence
 
 
 class _Parser(argparse.ArgumentParser):
@@ -59,6 +60,23 @@ def _parser() -> argparse.ArgumentParser:
     _relations_parser(sub)
     _notions_parser(sub)
     return parser
+
+
+_UNSET = object()
+
+
+def given_options(argv: Sequence[str]) -> frozenset[str]:
+    """The destinations of the options ``argv`` sets itself, not by default (``--lr 0.1``:
+    ``"lr"``; abbreviations and ``--flag=value`` as argparse reads them): the command line
+    parsed again with every default a marker."""
+    parser = _parser()
+    subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for p in [parser, *(c for a in subparsers for c in a.choices.values())]:
+        for action in p._actions:
+            if action.option_strings:
+                action.default = _UNSET
+    args = parser.parse_args(list(argv))
+    return frozenset(k for k, v in vars(args).items() if v is not _UNSET)
 
 
 def _commands(parser: argparse.ArgumentParser):

@@ -266,29 +266,66 @@ def _records_layout(args) -> dict[str, int]:
     return {"k": k, "r": r}
 
 
-def _unused_options(args, ids: list[str], engine: str) -> None:
-    """An option that none of the selected relations takes is one error line, not dropped in
-    silence: ``--k``/``--r`` (a records layout: relations between database-level notions),
-    ``--t-max``/``--draws`` (claims about an estimator, searched over settings) and ``--law``
-    (a relation whose notions take an ABP observation law)."""
-    from jaxpriv import registry
+# the command-line options of sweep and search: the StatConfig field each sets (None: none) and
+# what it sets, in words
+_OPTIONS = {"n": ("n", "a number of secrets"), "m": (None, "a number of outputs"),
+            "count": ("count", "a count"), "seed": ("seed", "a seed"),
+            "chunk": ("chunk", "a chunk size"), "memory_mb": (None, "a memory budget"),
+            "bins": ("x_bins", "premise bins"), "grid": ("grid", "a premise grid"),
+            "param": (None, "a condition parameter"), "restarts": ("restarts", "a number of restarts"),
+            "steps": ("steps", "a number of optimizer steps"), "lr": ("learning_rate", "a step size"),
+            "k": (None, "a records layout (relations between database-level notions)"),
+            "r": (None, "a records layout (relations between database-level notions)"),
+            "t_max": ("t_max", "a largest sample count (claims about an estimator)"),
+            "draws": ("draws", "Monte Carlo draws (claims about an estimator)"),
+            "law": (None, "an ABP observation law (relations whose notions take one)")}
+_MECHANISM_READS = {"sweep": {"n", "m", "count", "seed", "chunk", "memory_mb", "bins"},
+                    "search": {"n", "m", "grid", "restarts", "steps", "lr", "seed"}}
+_SETTINGS_READS = {"sweep": {"count", "seed", "chunk", "bins"}, "search": {"grid"}}
+
+
+def _reads(rel, engine: str, args) -> set[str]:
+    """The options of ``engine`` a run of ``rel`` reads: a mechanism's the usual ones (``--k``,
+    ``--r`` for a records layout, ``--n`` then only to infer ``r``; ``--law`` where a notion
+    takes one; ``--param`` where the search grids it), a claim about an estimator's those its
+    strategies declare (:class:`jaxpriv.registry.Strategies` ``reads``)."""
     from jaxpriv.engines import subject
 
+    if subject.engine_for(rel, engine) == subject.SETTINGS:
+        fields = set((rel.strategies.reads or {}).get(engine, ()))
+        return set(_SETTINGS_READS[engine]) | {option for option, (field, _) in _OPTIONS.items()
+                                               if field is not None and field in fields}
+    reads = set(_MECHANISM_READS[engine])
+    if rel.needs_records:
+        reads |= {"k", "r"}
+        if args.r is not None:
+            reads.discard("n")
+    if engine == "search":
+        if "law" in (getattr(rel, "notion_params", None) or ()):
+            reads.add("law")
+        if rel.search is not None and rel.search.gridded_parameter:
+            reads.add("param")
+    return reads
+
+
+def _unused_options(args, ids: list[str], engine: str) -> None:
+    """An option that none of the selected relations reads is one error line, not dropped in
+    silence (``--restarts`` for R14, whose search reads only its grid and ``--t-max``; ``--k``
+    for R2; ``--n`` beside ``--r``, which sets ``n = k^r``)."""
+    from jaxpriv import registry
+
     relations = [registry.get(rid) for rid in ids]
-    takes = {
-        "records": lambda rel: rel.needs_records,
-        "settings": lambda rel: subject.engine_for(rel, engine) == subject.SETTINGS,
-        "law": lambda rel: "law" in (getattr(rel, "notion_params", None) or ()),
-    }
-    options = (("k", "records", "a records layout (relations between database-level notions)"),
-               ("r", "records", "a records layout (relations between database-level notions)"),
-               ("t_max", "settings", "a largest sample count (claims about an estimator)"),
-               ("draws", "settings", "Monte Carlo draws (claims about an estimator)"),
-               ("law", "law", "an ABP observation law (relations whose notions take one)"))
-    for name, kind, what in options:
-        if getattr(args, name, None) is None or any(map(takes[kind], relations)):
+    given = getattr(args, "given", frozenset())
+    for name, (_, what) in _OPTIONS.items():
+        if name == "param" or name not in given:
+            continue  # (--param: the search's own check says it, with the relation's condition)
+        if any(name in _reads(rel, engine, args) for rel in relations):
             continue
+        flag = "--" + name.replace("_", "-")
+        if name == "n" and any(rel.needs_records for rel in relations):
+            raise InputError(f"--n with --r: n is k^r = {(args.k or 2) ** args.r} for "
+                             f"{', '.join(r.id for r in relations if r.needs_records)}; leave "
+                             "--n out (or give --k and --n, without --r)")
         which = (f"{relations[0].id} takes none" if len(relations) == 1
                  else f"none of {args.relation} takes one")
-        flag = "--" + name.replace("_", "-")
         raise InputError(f"{flag} sets {what}, and {which}: leave {flag} out")

@@ -385,6 +385,9 @@ class Strategies(NamedTuple):
       initial: ``() -> dict``: extra run state (checkpointed).
       on_chunk: ``(extra, config, settings, log_y, extra_outputs) -> None``: per-chunk checks.
       summary: ``(extra, config) -> dict``: what the run reports of ``extra``.
+      reads: per mode, the :class:`jaxpriv.engines.settings.StatConfig` fields its strategies
+        read beyond the engine's own (a sweep's ``count``, ``chunk``, ``x_bins``, ``seed``; a
+        search's ``grid``): an option setting any other is refused, not dropped in silence.
     """
 
     sweep_step: Callable
@@ -395,6 +398,7 @@ class Strategies(NamedTuple):
     initial: Callable | None = None
     on_chunk: Callable | None = None
     summary: Callable | None = None
+    reads: dict = {}
 
 
 def _check_id(rid) -> None:
