@@ -199,3 +199,20 @@ def test_small_audit_of_a_library(tmp_path):
     (verdict,) = summary["relations"]
     assert verdict["kind"] == "certified" and verdict["violation_count"] == 0
     assert verdict["verdict"] == "tight"
+
+
+def test_an_unknown_id_of_a_library_says_install_only_where_it_is_missing():
+    """`check opendp.make_zCDP_to_approxDP.e0.7 FILE` with opendp installed said "the opendp
+    conversions need the optional extra: pip install ...": an unknown id of an installed
+    library is an unknown id, with the closest ones."""
+    from jaxpriv import InputError, registry
+    from jaxpriv.catalog import accountant_conversions as conversions
+
+    installed = {c.library for c in conversions.CONVERSIONS if c.available}
+    for library in {c.library for c in conversions.CONVERSIONS}:
+        with pytest.raises(InputError) as error:
+            registry.get(f"{library}.no_such_conversion.e0.7")
+        if library in installed:
+            assert "unknown relation" in str(error.value) and "pip" not in str(error.value)
+        else:
+            assert "need the optional extra" in str(error.value)

@@ -201,9 +201,13 @@ def _claim(instances: list[conversions.Conversion]) -> Claim:
 
 def _register_all() -> None:
     families: dict[tuple, list[conversions.Conversion]] = {}
+    installed = {c.library for c in conversions.CONVERSIONS if c.available}
     for conversion in conversions.CONVERSIONS:
-        OPTIONAL[conversion.library + "."] = (
-            f"the {conversion.library} conversions need the optional extra: {EXTRA}")
+        # (only where the library is missing: with it installed, an unknown id of its is an
+        # unknown id, with the closest ones; "pip install" sent the user to reinstall)
+        if conversion.library not in installed:
+            OPTIONAL[conversion.library + "."] = (
+                f"the {conversion.library} conversions need the optional extra: {EXTRA}")
         if conversion.available:
             families.setdefault((conversion.conversion, conversion.function), []).append(
                 conversion)
