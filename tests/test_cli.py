@@ -55,6 +55,8 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys, name, command):
     (["sweep", "--relation", "R2", "--seed", str(2**32), "--out", "x"], "--seed must be"),
     (["search", "--relation", "R2", "--seed", str(2**63), "--out", "x"], "--seed must be"),
     (["audit", "--relations", "R1", "--seed", str(2**32), "--out", "x"], "--seed must be"),
+    # checked after the banner and the directory before
+    (["audit", "--relations", "R1", "--workers", "0", "--out", "x"], "--workers must be a"),
     # options the relation's check does not read: refused (before: dropped, exit 0)
     (["check", "R2", "examples/krr4.json", "--law", "output"], "R2 takes no --law"),
     (["check", "R2", "examples/krr4.json", "--mu", "0.3"], "R2 takes no --mu"),
@@ -309,3 +311,13 @@ def test_a_command_that_starts_no_run_uses_the_compilation_cache_too(tmp_path):
     assert entries
     assert run(check) == first == off
     assert sorted(p.name for p in compiled.iterdir()) == entries
+
+
+def test_show_json_carries_the_levels_the_text_shows(capsys):
+    """`show --json` printed the check alone, where the text prints every level first."""
+    os.chdir(ROOT)
+    code, out, _ = run_cli(capsys, "show", "examples/r6_counterexample.json", "--json")
+    shown = json.loads(out)
+    code_eval, out_eval, _ = run_cli(capsys, "eval", "examples/r6_counterexample.json", "--json")
+    assert code == 1 and shown["violated"] and shown["relation"] == "R6"
+    assert shown["levels"] == json.loads(out_eval)

@@ -20,12 +20,14 @@ from jaxpriv.core.errors import BrokenNotionError, InputError
 # -- eval --------------------------------------------------------------------------------------
 
 
-def _eval(args) -> int:
+def _file_levels(path) -> tuple[dict[str, Any], list[str], list[str]]:
+    """A mechanism file's levels (``eval``'s table: ``n``, ``m`` and every notion's), the
+    problems of the file's notion parameters, and the notions that broke their contract."""
     import jax
 
     from jaxpriv.engines import io
 
-    mech, extras = io.load_mechanism(args.file)
+    mech, extras = io.load_mechanism(path)
     # a bar over the notions where they take a while (300×300: ~30 s on 2 cores; a terminal)
     bar = None
     if sys.stderr.isatty() and mech.n * mech.n * mech.m >= 1 << 22:
@@ -34,11 +36,16 @@ def _eval(args) -> int:
         bar = tqdm(unit="notion", desc="eval", file=sys.stderr, leave=False)
     problems: list[str] = []
     broken: list[str] = []
-    with jax.enable_x64(True), io.about(args.file):
+    with jax.enable_x64(True), io.about(path):
         result: dict[str, Any] = {"n": mech.n, "m": mech.m}
         result.update(evaluate_notions(mech, extras, bar, problems, broken))
     if bar is not None:
         bar.close()
+    return result, problems, broken
+
+
+def _eval(args) -> int:
+    result, problems, broken = _file_levels(args.file)
     if args.json:
         print(json.dumps(result))
     else:
@@ -320,7 +327,8 @@ def _check_statistical(relation, args) -> int:
     return _report_check(relation, relation.check(**data), args.json)
 
 
-def _report_check(relation, result, as_json: bool) -> int:
+def _report_check(relation, result, as_json: bool, extra: dict | None = None) -> int:
+    """Print a check (``extra``: more keys of its JSON object, first); exit 1 if violated."""
     from jaxpriv import registry
     from jaxpriv.registry.checks import nan_problem
 
@@ -344,7 +352,7 @@ def _report_check(relation, result, as_json: bool) -> int:
         "atol": registry.ATOL,
     }
     if as_json:
-        print(json.dumps(summary))
+        print(json.dumps({**(extra or {}), **summary}))
     else:
         _print_check(relation, summary)
     return 1 if summary["violated"] else 0
@@ -389,13 +397,22 @@ def _show(args) -> int:
     relation = certify.witness_relation(data)
     # re-checked first: a witness its relation refuses is one error line, no table before it
     result = certify.check_witness(args.file)
-    if not args.json and relation.kind == "statistical":
-        print("setting: " + ", ".join(f"{k} = {_fmt(_plain(data[k]))}" for k in relation.fields
-                                      if k in data))
-    elif not args.json:
+    if relation.kind == "statistical":
+        setting = {k: _plain(data[k]) for k in relation.fields if k in data}
+        if not args.json:
+            print("setting: " + ", ".join(f"{k} = {_fmt(v)}" for k, v in setting.items()))
+        return _report_check(relation, result, args.json, {"setting": setting})
+    if not args.json:
         _eval(argparse.Namespace(file=args.file, json=False, quiet_problems=True))
         print()
-    return _report_check(relation, result, args.json)
+        return _report_check(relation, result, False)
+    # --json: the levels the text shows too, under "levels" (the check's keys as before; a
+    # broken notion is said as eval says it, and left out)
+    levels, _, broken = _file_levels(args.file)
+    if broken:
+        print(f"jaxpriv: error: {args.file}: {'; '.join(dict.fromkeys(broken))}",
+              file=sys.stderr)
+    return _report_check(relation, result, True, {"levels": levels})
 
 
 def _show_composition(args, given: dict) -> int:

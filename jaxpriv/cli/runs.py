@@ -191,9 +191,12 @@ def _audit(args) -> int:
     if args.memory_mb <= 0:
         raise InputError(f"--memory-mb must be positive, got {args.memory_mb}")
     checks.seed(args.seed)
+    if args.workers is not None and args.workers < 1:  # before the banner and --out
+        raise InputError(f"--workers must be a positive integer, got {args.workers}")
     ids = audit.relation_ids(args.relations, spend)
     runstate.writable_directory(args.out)
-    print(f"jaxpriv audit: budget {spend.name}, {len(ids)} relations -> {args.out}")
+    print(f"jaxpriv audit: budget {spend.name}, {len(ids)} "
+          f"relation{'' if len(ids) == 1 else 's'} -> {args.out}")
     workers = audit.default_workers() if args.workers is None else args.workers
     if group.size() > 1:
         workers = 1  # a group runs one relation at a time, all processes together
@@ -214,6 +217,9 @@ def _audit(args) -> int:
               f"{v['witness'] or ''}")
     print(f"report: {args.out}/report.md, {args.out}/report.html "
           f"({summary['seconds']:.0f} s)")
+    if len(summary["relations"]) > len(ids):
+        print(f"(the report covers every relation audited in {args.out}: "
+              f"{len(summary['relations'])}, {len(ids)} of them asked for now)")
     return 0
 
 
@@ -298,8 +304,8 @@ def _reads(rel, engine: str, args) -> set[str]:
     reads = set(_MECHANISM_READS[engine])
     if rel.needs_records:
         reads |= {"k", "r"}
-        if args.r is not None:
-            reads.discard("n")
+        if args.r is not None and getattr(args, "n", None) != (args.k or 2) ** args.r:
+            reads.discard("n")  # (an --n that is k^r says the same)
     if engine == "search":
         if "law" in (getattr(rel, "notion_params", None) or ()):
             reads.add("law")
