@@ -13,8 +13,9 @@ from jaxpriv.core.errors import InputError
 
 
 GROUP_LOCAL = ("process_id", "out", "cpu_devices", "quiet", "coordinator_timeout",
-               "distributed", "coordinator")
-"""Settings that may differ between the processes of a group; the rest must agree."""
+               "distributed", "coordinator", "given")
+"""Settings that may differ between the processes of a group; the rest must agree (``given``,
+the options a command line sets itself: their values are compared)."""
 
 
 COMPILATION_CACHE = "jax-compilation"

@@ -71,12 +71,17 @@ def given_options(argv: Sequence[str]) -> frozenset[str]:
     parsed again with every default a marker."""
     parser = _parser()
     subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    appended = set()  # (an append action's default must be None or a list: None is unset)
     for p in [parser, *(c for a in subparsers for c in a.choices.values())]:
         for action in p._actions:
-            if action.option_strings:
+            if isinstance(action, argparse._AppendAction):
+                action.default = None
+                appended.add(action.dest)
+            elif action.option_strings:
                 action.default = _UNSET
     args = parser.parse_args(list(argv))
-    return frozenset(k for k, v in vars(args).items() if v is not _UNSET)
+    return frozenset(k for k, v in vars(args).items()
+                     if v is not _UNSET and not (k in appended and v is None))
 
 
 def _commands(parser: argparse.ArgumentParser):
