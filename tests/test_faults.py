@@ -191,8 +191,9 @@ def test_a_run_of_another_kind_never_writes_over_a_directory_s_results(tmp_path,
     """A search into a finished sweep's --out replaced its summary and envelope (exit 0), and
     the reverse; --resume there said 'no checkpoint to resume (run without --resume first)'."""
     R14 = ["sweep", "--relation", "R14", "--count", "500", "--quiet"]
-    R14_SEARCH = ["search", "--relation", "R14", "--grid", "0.5,1", "--restarts", "2",
-                  "--steps", "100", "--quiet"]  # (keeps no checkpoint: its summary says it)
+    # (keeps no checkpoint: its summary says it; it reads no --restarts or --steps)
+    R14_SEARCH = ["search", "--relation", "R14", "--grid", "0.5,1", "--t-max", "100",
+                  "--quiet"]
     for i, (first, second) in enumerate([(SWEEP, SEARCH), (SEARCH, SWEEP), (R14, SWEEP),
                                          (SWEEP, R14), (R14_SEARCH, SWEEP)]):
         out = tmp_path / f"{i}-{first[2]}-{second[2]}"
@@ -241,6 +242,9 @@ def test_both_checkpoints_damaged_is_one_line(sweep_runs, tmp_path, capsys):
     argv = SWEEP_R2 + ["--out", tmp_path, "--resume"]
     code, _, err = run_cli(argv, capsys)
     assert_one_line_error(code, err, "unreadable checkpoint", "checkpoint.npz")
+    # both said, and what is left to do (it named the latest one's problem alone)
+    assert "checkpoint.previous.npz, cannot be used either" in err
+    assert "start the run again with a new --out" in err
 
 
 def test_foreign_and_old_checkpoints_are_refused(sweep_runs, tmp_path, capsys):
@@ -293,7 +297,10 @@ def test_foreign_and_old_checkpoints_are_refused(sweep_runs, tmp_path, capsys):
     np.savez(checkpoint.with_suffix(".tmp.npz"), **arrays)
     os.replace(checkpoint.with_suffix(".tmp.npz"), checkpoint)
     code, _, err = run_cli([a if a != "4" else "5" for a in argv], capsys)
-    assert_one_line_error(code, err, "different settings (seed)")
+    assert_one_line_error(code, err, "different settings (--seed)")
+    # named by the options that set them: the block by --memory-mb (it said "block")
+    code, _, err = run_cli(argv + ["--memory-mb", "0.01"], capsys)
+    assert_one_line_error(code, err, "different settings (--memory-mb)")
 
 
 def test_a_search_checkpoint_of_the_earlier_state_layout_is_refused_in_one_line(tmp_path):
@@ -711,7 +718,7 @@ def test_a_checkpoint_from_before_a_setting_was_added_still_resumes():
     assert jio.same_config({"relation": "R5", "n": 3}, config)
     assert not jio.same_config({"relation": "R5", "n": 3}, {**config, "prior": "uniform"})
     jio.check_same_config(Path("run"), {"relation": "R5", "n": 3}, config)
-    with pytest.raises(InputError, match=r"different settings \(prior\)"):
+    with pytest.raises(InputError, match=r"different settings \(--prior\)"):
         jio.check_same_config(Path("run"), {"relation": "R5", "n": 3},
                               {**config, "prior": "uniform"})
     with pytest.raises(InputError, match="another kind of run"):

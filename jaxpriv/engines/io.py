@@ -194,8 +194,12 @@ def read_latest(path: Path, read: Callable[[Path], Any],
             raise
         try:
             found = read(previous)
-        except InputError:
-            raise error from None
+        except InputError as second:
+            # both: say so, and what is left to do (it said only the latest one's problem)
+            why = str(second).removeprefix(f"{previous}: ")
+            raise InputError(f"{error}; the previous checkpoint, {previous.name}, cannot be "
+                             f"used either ({why}): neither can be resumed from, start the run "
+                             "again with a new --out") from None
         if note is not None:
             note(f"{error}; using the previous good checkpoint, {previous.name}")
         return found
@@ -298,9 +302,17 @@ def check_same_config(run_dir: Path, saved: Any, config: dict[str, Any]) -> None
         config = json.loads(json.dumps(config))
         saved = {**ADDED_SETTINGS, **saved} if isinstance(saved, dict) else {}
         differing = sorted(k for k, v in config.items() if saved.get(k) != v)
+        # named by the options that set them (it said "block, candidates", set by none)
+        flags = dict.fromkeys(_SETTING_FLAGS.get(k, "--" + k.replace("_", "-"))
+                              for k in differing)
         raise InputError(f"{run_dir}: the checkpoint was made with different settings "
-                         f"({', '.join(differing) or 'another kind of run'}); resume with the "
+                         f"({', '.join(flags) or 'another kind of run'}); resume with the "
                          "same arguments, or start a new --out")
+
+
+_SETTING_FLAGS = {"block": "--memory-mb", "candidates": "--chunk", "x_bins": "--bins",
+                  "learning_rate": "--lr"}
+"""The command-line option that sets a run setting of another name (the rest: its name)."""
 
 
 def check_format(path: Path, meta: dict[str, Any]) -> None:
