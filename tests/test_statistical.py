@@ -105,3 +105,22 @@ def test_r15_holds_and_is_loose():
     result = statistical.r15_audit(jax.random.key(0), 3, [0.01, 0.1, 0.5, 0.9], 50_000)
     assert (result.slack > 1).all()
     assert result.slack.min() > 3  # loose by at least 3x everywhere found
+
+
+def test_monte_carlo_estimates_are_float64_fractions():
+    """A Monte Carlo estimate is a count over the draws in float64: the mean of booleans was
+    float32 (100/500 read 0.20000000298 in summary.json's R14 record)."""
+    import jax
+
+    from jaxpriv.catalog import statistical as catalog
+    from jaxpriv.engines import settings
+
+    p, _ = statistical.monte_carlo_failure(jax.random.key(0), 100, 0.3, 0.1, 500)
+    assert p.dtype == np.float64 and float(p * 500) == round(float(p * 500))
+    config = settings.make_config("R14", "sweep", count=64, chunk=64, t_max=50, draws=500)
+    with jax.enable_x64(True):
+        step = catalog._r14_chunk(config)
+        *_, p_hat = step(jax.random.key(1), catalog.log_factorials(config.t_max))
+    p_hat = np.asarray(p_hat)
+    assert p_hat.dtype == np.float64
+    np.testing.assert_array_equal(p_hat * 500, np.round(p_hat * 500))

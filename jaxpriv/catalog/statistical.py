@@ -133,7 +133,7 @@ def _r14_chunk(config):
                                 dtype=jnp.float64)
         fails = jnp.abs(x - T[:s] * kappa[:s]) > eps[:s] * T[:s] * kappa[:s] * (
             1 + statistical.BOUNDARY_RTOL)
-        return T, kappa, eps, log_failure, log_claimed, jnp.mean(fails, axis=0)
+        return T, kappa, eps, log_failure, log_claimed, jnp.mean(fails, axis=0, dtype=jnp.float64)
     return jax.jit(step)
 
 

@@ -112,7 +112,7 @@ def monte_carlo_failure(key, T: int, kappa, eps, draws: int) -> tuple[np.ndarray
         k = jnp.asarray(kappa)
         x = jax.random.binomial(key, float(T), k, shape=(draws,) + k.shape, dtype=jnp.float64)
         fails = jnp.abs(x - T * k) > jnp.asarray(eps) * T * k * (1 + BOUNDARY_RTOL)
-        p = np.asarray(jnp.mean(fails, axis=0))
+        p = np.asarray(jnp.mean(fails, axis=0, dtype=jnp.float64))
     return p, np.sqrt(p * (1 - p) / draws)
 
 
