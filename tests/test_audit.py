@@ -416,3 +416,21 @@ def test_relations_sharing_a_program_go_to_one_worker_in_jobs_of_bounded_size():
         if key[0] == "claim":
             assert all(rid in job for job in jobs if any(
                 programs.program_key(registry.get(o)) == key for o in job))
+
+
+def test_the_audit_records_the_kernel_state_its_runs_recorded(tmp_path):
+    """A resumed audit whose runs were all done recorded native_kernel "not used" (this process
+    used nothing), though its runs had run on the kernel: it reads their own summaries."""
+    import json
+
+    from jaxpriv.audit import runner
+
+    for rid, state in (("R5", "on"), ("R6", "not used")):
+        (tmp_path / rid / "sweep").mkdir(parents=True)
+        (tmp_path / rid / "sweep" / "summary.json").write_text(
+            json.dumps({"versions": {"native_kernel": state}}))
+    rows = [{"relation": "R5"}, {"relation": "R6"}, {"relation": "R7"}]
+    assert runner._kernel_state(tmp_path, rows, "not used") == "on"
+    assert runner._kernel_state(tmp_path, rows[1:], "not used") == "not used"
+    (tmp_path / "R6" / "sweep" / "summary.json").write_text("{broken")
+    assert runner._kernel_state(tmp_path, rows, "off: no compiler") == "on"

@@ -291,7 +291,7 @@ def _run_planned(spend: Budget, ids: list[str], out: Path, seed: int, progress: 
             log(f"{rid} {kind:<6} {state:<7} {seconds:6.1f} s  -> {out / rid / kind}")
         search = next(t for t in tasks if t.relation == rid and t.kind == "search")
         verdicts[rid] = assess(rid, out, search.config, search.grid_top)._asdict()
-        summary = _summary(spend, seed, verdicts, time.perf_counter() - began)
+        summary = _summary(spend, seed, verdicts, time.perf_counter() - began, out)
         io.atomic_write(out / SUMMARY, lambda f: json.dump(summary, f, indent=1))
         log(f"{rid} verdict: {verdicts[rid]['verdict']} (worst slack "
             f"{format_number(verdicts[rid]['worst_slack'])})")
@@ -302,7 +302,7 @@ def _run_planned(spend: Budget, ids: list[str], out: Path, seed: int, progress: 
             finished(rid, _run_relation(mine, out, progress, outputs))
     else:
         _run_parallel(pool, per_relation, out, progress, finished, outputs)
-    summary = _summary(spend, seed, verdicts, time.perf_counter() - began)
+    summary = _summary(spend, seed, verdicts, time.perf_counter() - began, out)
     if not group.is_writer():
         return summary
     schedule.remember_seconds(spend.name, took)
@@ -389,10 +389,33 @@ def _previous_verdicts(out: Path) -> dict[str, dict]:
         return {}  # damaged: every verdict is assessed again from the run directories
 
 
-def _summary(spend: Budget, seed: int, verdicts: dict[str, dict], seconds: float) -> dict:
+def _summary(spend: Budget, seed: int, verdicts: dict[str, dict], seconds: float,
+             out: Path) -> dict:
     order = list(registry.REGISTRY)
     rows = sorted(verdicts.values(), key=lambda v: order.index(v["relation"])
                   if v["relation"] in order else len(order))
+    versions = io.versions()
+    versions["native_kernel"] = _kernel_state(out, rows, versions["native_kernel"])
     return {"budget": spend.name, "seed": seed, "seconds": seconds,
             "budget_settings": dataclasses.asdict(spend), "tight_slack": TIGHT_SLACK,
-            "relations": rows, "versions": io.versions()}
+            "relations": rows, "versions": versions}
+
+
+def _kernel_state(out: Path, rows: list[dict], here: str) -> str:
+    """The native kernel's state as the relations' runs record it (each run directory's
+    ``summary.json``), else this process's: a resumed audit whose runs were all done read
+    "not used" though they had run on the kernel (and workers run them in other processes)."""
+    recorded = []
+    for row in rows:
+        for kind in ("sweep", "search"):
+            path = out / row["relation"] / kind / "summary.json"
+            try:
+                state = io.read_json(path).get("versions", {}).get("native_kernel")
+            except (InputError, AttributeError, OSError):
+                continue
+            if isinstance(state, str):
+                recorded.append(state)
+    used = [s for s in recorded if s != "not used"]
+    if not used:
+        return here
+    return used[0] if len(set(used)) == 1 else "; ".join(sorted(set(used)))
