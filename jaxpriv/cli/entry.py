@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from jaxpriv.cli import commands, jaxsetup, runs
+from jaxpriv.cli import commands, jaxsetup, listings, runs
 from jaxpriv.cli.parser import _parser, given_options
 from jaxpriv.core.errors import InputError
 
@@ -46,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = {"eval": commands._eval, "check": commands._check, "sweep": runs._sweep,
                    "search": runs._search, "audit": runs._audit, "show": commands._show,
                    "compose": commands._compose,
-                   "relations": commands._relations, "notions": commands._notions}
+                   "relations": listings._relations, "notions": listings._notions}
         return command[args.command](args)
     except InputError as e:
         return _fail(str(e))

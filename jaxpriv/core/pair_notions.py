@@ -140,13 +140,9 @@ def kl_pair(log_P, log_Q):
 
 
 def chi2_pair(log_P, log_Q):
-    """``Σ (P − Q)²/Q``; ``+∞`` where ``Q = 0 < P``.
-
-    Which entries are positive is read from the logs, and a term from them: ``Q·expm1(L)²``
-    where ``L = log(P/Q) < 1`` (exact as ``P → Q``), else ``e^{2 log P − log Q} − 2P + Q``
-    (no cancellation: the first term is at least ``e`` times the second's half). A subnormal
-    ``Q`` (below 2.2e-308) is flushed to 0 by XLA's CPU arithmetic: ``e^{log Q}`` read 0, and
-    with it ``χ² = 0`` beside ``KL = ∞`` for ``P = (½, ½, 1e-310)``, ``Q = (½, ½, 0)``."""
+    """``Σ (P − Q)²/Q``; ``+∞`` where ``Q = 0 < P``. Positivity from the logs (XLA flushes a
+    subnormal ``e^{log P}``: χ² read 0 beside KL = ∞), each term ``Q·expm1(L)²`` where
+    ``L = log(P/Q) < 1``, else ``e^{2 log P − log Q} − 2P + Q`` (no cancellation there)."""
     L, both = _log_ratio(log_P, log_Q)
     P, Q = jnp.exp(log_P), jnp.exp(log_Q)
     near = both & (L < 1.0)
