@@ -321,3 +321,13 @@ def test_show_json_carries_the_levels_the_text_shows(capsys):
     code_eval, out_eval, _ = run_cli(capsys, "eval", "examples/r6_counterexample.json", "--json")
     assert code == 1 and shown["violated"] and shown["relation"] == "R6"
     assert shown["levels"] == json.loads(out_eval)
+
+
+def test_a_slack_of_0_over_0_says_why_it_reads_inf(tmp_path, capsys):
+    """Bound and conclusion both 0 (one output: every level is 0): the slack reads inf, so a
+    point that says nothing never reads tight, and the text says why (it read as if the bound
+    were infinitely loose)."""
+    path = tmp_path / "one_output.json"
+    path.write_text(json.dumps({"K": [[1.0], [1.0], [1.0]]}))
+    code, out, _ = run_cli(capsys, "check", "R2", str(path))
+    assert code == 0 and "slack       inf  (bound = conclusion = 0: nothing to compare)" in out

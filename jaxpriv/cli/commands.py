@@ -368,7 +368,10 @@ def _print_check(relation, s: dict[str, Any]) -> None:
     print(f"  condition   {relation.condition}: {'holds' if s['condition_holds'] else 'does not hold'}")
     print(f"  conclusion  {relation.conclusion} = {_fmt(s['conclusion'])}")
     print(f"  bound       {_fmt(s['bound'])}")
-    print(f"  slack       {_fmt(s['slack'])}  (bound / conclusion)")
+    # 0/0 reads inf (never "tight" at a point that says nothing), and says why here
+    how = ("bound = conclusion = 0: nothing to compare" if s["bound"] == 0 == s["conclusion"]
+           else "bound / conclusion")
+    print(f"  slack       {_fmt(s['slack'])}  ({how})")
     if s["violated"]:
         verdict = f"VIOLATED (verified in float64, rtol={s['rtol']:g})"
     elif s["condition_holds"]:
