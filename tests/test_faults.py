@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from jaxpriv import InputError, cli
-from jaxpriv.cli import commands as cli_commands, runs as cli_runs
+from jaxpriv.cli import listings as cli_listings, runs as cli_runs
 from jaxpriv.engines import io, runstate, search, sweep
 
 FORBIDDEN = "/proc/jaxpriv-cannot-be-created"
@@ -502,7 +502,7 @@ def test_a_bug_in_jaxpriv_shows_a_traceback_and_asks_for_a_report(capsys, monkey
     def bug(args):
         raise KeyError("an internal bug")
 
-    monkeypatch.setattr(cli_commands, "_relations", bug)
+    monkeypatch.setattr(cli_listings, "_relations", bug)
     code, _, err = run_cli(["relations"], capsys)
     assert code == 3
     assert "Traceback" in err and "KeyError" in err
