@@ -732,3 +732,18 @@ def test_a_statistical_sweep_smaller_than_its_monte_carlo_set_runs(tmp_path, cap
                             "--t-max", "50", "--draws", "20", "--out", str(tmp_path / "r")],
                            capsys)
     assert code == 0, err
+
+
+def test_a_resume_with_other_settings_is_one_plain_line_where_a_previous_checkpoint_exists(
+        tmp_path, capsys):
+    """With a previous checkpoint beside the latest, a resume with other settings read both,
+    and said "the previous checkpoint cannot be used either ... start the run again with a new
+    --out" (the run resumes fine with its own arguments)."""
+    argv = ["sweep", "--relation", "R2", "--n", "3", "--m", "3", "--count", "4000", "--chunk",
+            "1000", "--quiet", "--out", str(tmp_path)]
+    assert run_cli(argv, capsys)[0] == 0
+    (tmp_path / "summary.json").unlink()  # as if killed before the end: a checkpoint to resume
+    assert (tmp_path / "checkpoint.previous.npz").exists()
+    code, _, err = run_cli(argv + ["--resume", "--memory-mb", "1"], capsys)
+    assert_one_line_error(code, err, "different settings (--memory-mb); resume with the same")
+    assert "cannot be used either" not in err and err.count("different settings") == 1

@@ -271,6 +271,8 @@ def test_cli_search_writes_the_output_contract(tmp_path, capsys):
     (["--relation", "R14", "--rest", "3"], "--restarts sets"),  # an abbreviation, as argparse
     (["--relation", "R14", "--seed", "7"], "R14 takes none: leave --seed out"),
     (["--relation", "R15", "--m", "9"], "R15 takes none: leave --m out"),
+    (["--relation", "R14", "--param", "0.3"], "R14 takes none: leave --param out"),
+    (["--relation", "R15", "--param", "0.3"], "R15 takes none: leave --param out"),
     # --r sets n = k^r: a different --n was replaced in silence
     (["--relation", "R9", "--k", "2", "--r", "2", "--n", "7"], "--n with --r: n is k^r = 4"),
 ])
@@ -371,4 +373,12 @@ def test_options_a_run_reads_are_taken():
                 setattr(args, flag[2:], int(argv[argv.index(flag) + 1]))
         runs._unused_options(args, ids, engine)  # raises nothing
     assert given_options(["search", "--relation", "R1", "--rest=3", "--out", "x"]) >= {"relation", "restarts"}
+    # a claim about an estimator whose strategies declare nothing (a plugin's) refuses nothing
+    from jaxpriv import registry
+    r14 = registry.get("R14")
+    undeclared = r14.__class__.__new__(r14.__class__)
+    undeclared.__dict__.update(r14.__dict__)
+    object.__setattr__(undeclared, "strategies", r14.strategies._replace(reads=None))
+    assert {"n", "t_max", "draws", "restarts"} <= runs._reads(undeclared, "search",
+                                                              SimpleNamespace(r=None, k=None))
     assert "seed" not in given_options(["sweep", "--relation", "R1", "--out", "x"])

@@ -296,8 +296,8 @@ def _unused_check_options(relation, args) -> None:
     for key in ("law", "mu", "d_true"):
         if getattr(args, key, None) is not None and key not in fields:
             flag = "--" + key.replace("_", "-")
-            raise InputError(f"{relation.id} takes no {flag} (its notions' options: "
-                             f"{', '.join(sorted(fields)) or 'none'}): leave {flag} out")
+            raise InputError(f"{relation.id} takes no {flag} (no notion of it has that "
+                             f"option): leave {flag} out")
     free = (relation.kind != "statistical" and getattr(relation, "parameter", None) is not None
             and relation.parameter_limit is None)
     if args.parameter is not None and not free:

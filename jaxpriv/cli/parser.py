@@ -198,15 +198,15 @@ def _sweep_parser(sub) -> None:
                    help="device memory budget that sets the block size, what is live at "
                    "once (default 1024)")
     p.add_argument("--bins", type=int, default=40, help="premise bins (default 40)")
-    p.add_argument("--k", type=int, default=None,
+    p.add_argument("--k", type=int, default=2,
                    help="values per record, for relations between database-level notions "
                         "(R7-R13; default 2)")
     p.add_argument("--r", type=int, default=None,
                    help="records per database (n = k^r); default: from --n when n is a power "
                         "of k")
-    p.add_argument("--t-max", type=int, default=None,
+    p.add_argument("--t-max", type=int, default=10_000,
                    help="R14: largest sample count T drawn (default 10000)")
-    p.add_argument("--draws", type=int, default=None,
+    p.add_argument("--draws", type=int, default=2000,
                    help="R14: Monte Carlo draws per checked setting (default 2000)")
     _out_flags(p)
     _machine_flags(p, cpu_help="on a CPU, split it into this many JAX devices so every core "
@@ -225,8 +225,7 @@ def _search_parser(sub) -> None:
                         "with --relation all each grid is clipped to where its claim is made)")
     p.add_argument("--param", type=_finite, default=None,
                    help="condition parameter ε for R3-R5 (ε_unif or ε_bel; default 0.5)")
-    p.add_argument("--law", default=None, help="ABP observation law: record (default) or "
-                   "output")
+    p.add_argument("--law", default="record", help="ABP observation law: record or output")
     p.add_argument("--prior", default="", choices=("", "uniform"), metavar="uniform",
                    help="hold the prior uniform (default: the relation's own setting, e.g. "
                         "free for R5)")
@@ -236,10 +235,10 @@ def _search_parser(sub) -> None:
                    "search stops early; default 3000)")
     p.add_argument("--lr", type=_finite, default=0.02, help="peak Adam step size")
     p.add_argument("--seed", type=int, default=0, help="PRNG seed, 0 to 2^32 − 1 (default 0)")
-    p.add_argument("--k", type=int, default=None, help="values per record (R7-R13; default 2)")
+    p.add_argument("--k", type=int, default=2, help="values per record (R7-R13; default 2)")
     p.add_argument("--r", type=int, default=None,
                    help="records per database (R7-R13; n = k^r); default: from --n")
-    p.add_argument("--t-max", type=int, default=None,
+    p.add_argument("--t-max", type=int, default=10_000,
                    help="R14: largest sample count T searched (default 10000)")
     p.add_argument("--sweep", default=None, help="a sweep run directory to plot beside")
     _out_flags(p)

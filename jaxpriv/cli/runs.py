@@ -22,20 +22,20 @@ def _sweep(args) -> int:
     from jaxpriv import registry
     from jaxpriv.engines import sweep
 
+    # before JAX starts: a process of a group refuses on its own (after, the others waited for
+    # it and ended in a traceback)
+    ids = _relation_ids(args.relation)
+    _unused_options(args, ids, "sweep")
     _start_jax(args.cpu_devices, args)
     if args.bins < 1:
         raise InputError(f"--bins must be >= 1, got {args.bins}")
-    ids = _relation_ids(args.relation)
-    _unused_options(args, ids, "sweep")
-    given = {name: getattr(args, name) for name in ("t_max", "draws")
-             if getattr(args, name) is not None}
     configs = []
     for rid in ids:
         try:
             layout = _records_layout(args) if registry.get(rid).needs_records else {}
             configs.append(sweep.make_config(rid, args.n, args.m, args.count, args.seed,
                                              args.chunk, args.memory_mb, x_bins=args.bins,
-                                             **given, **layout))
+                                             t_max=args.t_max, draws=args.draws, **layout))
         except InputError as error:
             if len(ids) == 1:
                 raise
@@ -75,14 +75,13 @@ def _search(args) -> int:
     from jaxpriv import registry
     from jaxpriv.engines import runstate, search
 
+    ids = _relation_ids(args.relation)
+    _unused_options(args, ids, "search")  # before JAX starts (see _sweep)
     _start_jax(args.cpu_devices, args)
     if args.grid is not None and not args.grid.strip():
         raise InputError("--grid is empty: give 'low:high:count' or '0.1,0.5,1' (or leave it "
                          "out for 0.05:3:60)")
     grid = search.parse_grid(args.grid or "0.05:3:60")
-    ids = _relation_ids(args.relation)
-    _unused_options(args, ids, "search")
-    given = {} if args.t_max is None else {"t_max": args.t_max}
     configs = []
     for rid in ids:
         relation = registry.get(rid)
@@ -94,10 +93,10 @@ def _search(args) -> int:
             if not gridded and len(ids) > 1:
                 param = 0.0
             configs.append(search.make_config(rid, args.n, args.m, points, param=param,
-                                              law=args.law or "record", prior=args.prior,
+                                              law=args.law, prior=args.prior,
                                               restarts=args.restarts,
                                               steps=args.steps, learning_rate=args.lr,
-                                              seed=args.seed, **given, **layout))
+                                              seed=args.seed, t_max=args.t_max, **layout))
         except InputError as error:
             if len(ids) == 1:
                 raise
@@ -298,7 +297,9 @@ def _reads(rel, engine: str, args) -> set[str]:
     from jaxpriv.engines import subject
 
     if subject.engine_for(rel, engine) == subject.SETTINGS:
-        fields = set((rel.strategies.reads or {}).get(engine, ()))
+        if rel.strategies.reads is None:  # not declared (a plugin's): refuse nothing
+            return set(_OPTIONS) - {"param", "k", "r", "law"}
+        fields = set(rel.strategies.reads.get(engine, ()))
         return set(_SETTINGS_READS[engine]) | {option for option, (field, _) in _OPTIONS.items()
                                                if field is not None and field in fields}
     reads = set(_MECHANISM_READS[engine])
@@ -319,14 +320,16 @@ def _unused_options(args, ids: list[str], engine: str) -> None:
     silence (``--restarts`` for R14, whose search reads only its grid and ``--t-max``; ``--k``
     for R2; ``--n`` beside ``--r``, which sets ``n = k^r``)."""
     from jaxpriv import registry
+    from jaxpriv.engines import subject
 
     relations = [registry.get(rid) for rid in ids]
     given = getattr(args, "given", frozenset())
     for name, (_, what) in _OPTIONS.items():
-        if name == "param" or name not in given:
-            continue  # (--param: the search's own check says it, with the relation's condition)
-        if any(name in _reads(rel, engine, args) for rel in relations):
+        if name not in given or any(name in _reads(rel, engine, args) for rel in relations):
             continue
+        if name == "param" and any(subject.engine_for(rel, engine) != subject.SETTINGS
+                                   for rel in relations):
+            continue  # the search's own check says it, with the relation's condition
         flag = "--" + name.replace("_", "-")
         if name == "n" and any(rel.needs_records for rel in relations):
             raise InputError(f"--n with --r: n is k^r = {(args.k or 2) ** args.r} for "

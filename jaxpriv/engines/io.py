@@ -189,6 +189,8 @@ def read_latest(path: Path, read: Callable[[Path], Any],
     previous = previous_path(path)
     try:
         return read(path)
+    except SettingsMismatch:
+        raise  # the run's own arguments differ: so do the previous checkpoint's
     except InputError as error:
         if not previous.exists():
             raise
@@ -302,17 +304,30 @@ def check_same_config(run_dir: Path, saved: Any, config: dict[str, Any]) -> None
         config = json.loads(json.dumps(config))
         saved = {**ADDED_SETTINGS, **saved} if isinstance(saved, dict) else {}
         differing = sorted(k for k, v in config.items() if saved.get(k) != v)
-        # named by the options that set them (it said "block, candidates", set by none)
-        flags = dict.fromkeys(_SETTING_FLAGS.get(k, "--" + k.replace("_", "-"))
+        # derived: candidates follow from chunk and block, and the chunk is rounded to whole
+        # blocks (--memory-mb alone moves all three)
+        derived = {"candidates", "chunk"} if "block" in differing else {"candidates"} \
+            if "chunk" in differing else set()
+        differing = [k for k in differing if k not in derived]
+        # named by the options that set them (it said "block, candidates", set by none); a
+        # setting no option sets by its name
+        flags = dict.fromkeys(_SETTING_FLAGS.get(k, "--" + k.replace("_", "-")
+                                                 if k in _OPTION_SETTINGS else k)
                               for k in differing)
-        raise InputError(f"{run_dir}: the checkpoint was made with different settings "
+        raise SettingsMismatch(f"{run_dir}: the checkpoint was made with different settings "
                          f"({', '.join(flags) or 'another kind of run'}); resume with the "
                          "same arguments, or start a new --out")
 
 
-_SETTING_FLAGS = {"block": "--memory-mb", "candidates": "--chunk", "x_bins": "--bins",
-                  "learning_rate": "--lr"}
-"""The command-line option that sets a run setting of another name (the rest: its name)."""
+class SettingsMismatch(InputError):
+    """A checkpoint made with other settings than the run resuming it."""
+
+
+_SETTING_FLAGS = {"block": "--memory-mb", "x_bins": "--bins", "learning_rate": "--lr"}
+"""The command-line option that sets a run setting of another name."""
+_OPTION_SETTINGS = frozenset({"relation", "n", "m", "count", "seed", "chunk", "grid", "param",
+                              "law", "prior", "restarts", "steps", "k", "r", "t_max", "draws"})
+"""The run settings an option of the same name sets (``--t-max`` for ``t_max``)."""
 
 
 def check_format(path: Path, meta: dict[str, Any]) -> None:

@@ -388,6 +388,7 @@ class Strategies(NamedTuple):
       reads: per mode, the :class:`jaxpriv.engines.settings.StatConfig` fields its strategies
         read beyond the engine's own (a sweep's ``count``, ``chunk``, ``x_bins``, ``seed``; a
         search's ``grid``): an option setting any other is refused, not dropped in silence.
+        ``None`` (not declared): every option is taken.
     """
 
     sweep_step: Callable
@@ -398,7 +399,7 @@ class Strategies(NamedTuple):
     initial: Callable | None = None
     on_chunk: Callable | None = None
     summary: Callable | None = None
-    reads: dict = {}
+    reads: dict | None = None
 
 
 def _check_id(rid) -> None:
