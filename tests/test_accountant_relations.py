@@ -32,8 +32,13 @@ def test_a_missing_library_names_the_extra(monkeypatch):
     """Selecting an absent library's relations is one clear error naming the extra."""
     from jaxpriv.registry import store  # select() reads the store's table
 
+    from jaxpriv.catalog.accountants import EXTRA
+
     monkeypatch.setattr(store, "REGISTRY", {k: v for k, v in store.REGISTRY.items()
                                             if not k.startswith("opendp.")})
+    # as the catalog registers it where opendp does not import (none where it does)
+    monkeypatch.setitem(store.OPTIONAL, "opendp.",
+                        f"the opendp conversions need the optional extra: {EXTRA}")
     for pattern in ("opendp.*", "opendp.make_pureDP_to_zCDP"):
         with pytest.raises(InputError, match=r"jaxpriv\[accountants\]"):
             registry.select(pattern)

@@ -217,3 +217,16 @@ def test_a_setting_float32_cannot_hold_is_refused_by_the_float32_engines():
     assert sweep.make_config("D6.a2.d1e-37", 3, 3, 1024).relation == "D6.a2.d1e-37"
     relation = registry.get("D6.a2.d1e-50")
     assert np.isfinite(float(relation.check(families.randomized_response(1.0)).bound))
+
+
+def test_a_mistyped_claim_id_suggests_the_claim_not_five_of_its_instances():
+    """`check D66` suggested D16 alone, and `dp_accounting.compute_epsilonn` (with the extra)
+    five instance ids of one claim: the claims' own ids are among the suggestions now."""
+    from jaxpriv import registry
+
+    with pytest.raises(InputError) as error:
+        registry.get("D66")
+    assert "did you mean D6, D16?" in str(error.value)
+    with pytest.raises(InputError) as error:
+        registry.get("D6x")
+    assert "D6.a" not in str(error.value) and "D6" in str(error.value)

@@ -143,8 +143,12 @@ def _unknown_relation(relation_id: str, shown: int = 8) -> str:
         return (f"relation {relation_id!r} is a claim registered at {len(instances)} "
                 f"parameter setting{'s' if len(instances) > 1 else ''}: give one of "
                 f"{listed(instances)}")
-    close = difflib.get_close_matches(key, [_lookup_key(r) for r in ids], n=5, cutoff=0.6)
-    by_key = {_lookup_key(r): r for r in ids}
+    # the claims' own ids beside the registered ones, an instance's claim in its place (a
+    # mistyped claim id was answered with five of its instances)
+    claims = {_lookup_key(c): c for c in CLAIMS}
+    pool = list(claims) + [_lookup_key(r) for r in ids if claim_of(r) is None]
+    close = difflib.get_close_matches(key, pool, n=5, cutoff=0.6)
+    by_key = {**{_lookup_key(r): r for r in ids}, **claims}
     nearest = f"; did you mean {', '.join(by_key[c] for c in close)}?" if close else ""
     return (f"unknown relation {relation_id!r}{nearest} ({len(ids)} registered; jaxpriv "
             f"relations lists them)")
