@@ -747,3 +747,27 @@ def test_a_resume_with_other_settings_is_one_plain_line_where_a_previous_checkpo
     code, _, err = run_cli(argv + ["--resume", "--memory-mb", "1"], capsys)
     assert_one_line_error(code, err, "different settings (--memory-mb); resume with the same")
     assert "cannot be used either" not in err and err.count("different settings") == 1
+
+
+def test_sigterm_ends_a_run_as_ctrl_c_does(tmp_path, capsys):
+    """SIGTERM (``timeout``, a batch scheduler) ended a run silently with 143; now it unwinds as
+    Ctrl-C: one line on what was kept, exit 143, the lock released (the next run in the same
+    --out is told about its settings, not about a run still writing)."""
+    out = tmp_path / "run"
+    argv = ["sweep", "--relation", "R2", "--n", "3", "--m", "3", "--count", "400000000",
+            "--chunk", "65536", "--quiet", "--out", str(out)]
+    proc = subprocess.Popen([sys.executable, "-m", "jaxpriv.cli", *argv], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for _ in range(600):  # a finished chunk first (compiling takes a few seconds)
+        if (out / "checkpoint.npz").exists() or proc.poll() is not None:
+            break
+        import time
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and err.strip().startswith("jaxpriv: terminated"), err
+    assert "run again with --resume" in err and err.strip().count("\n") == 0
+    code, _, err = run_cli([a if a != "400000000" else "400000001" for a in argv] + ["--resume"],
+                           capsys)
+    assert_one_line_error(code, err, "different settings (--count)")

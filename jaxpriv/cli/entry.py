@@ -19,10 +19,34 @@ too (``jaxpriv eval`` of a 4×4 mechanism compiles 81 programs, 12.5 s every tim
 :func:`jaxpriv.cli.jaxsetup.use_compilation_cache`)."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``timeout``, a batch scheduler's notice), unwound as Ctrl-C is: a run keeps its
+    finished work, releases its lock and says how to resume (it ended silently, exit 143)."""
+
+
+def _terminate(signum, frame):
+    raise Terminated()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; every failure a user can cause is one line on stderr and exit 2.
 
-    Only a bug in jaxpriv shows a traceback, followed by a line asking to report it (exit 3)."""
+    Only a bug in jaxpriv shows a traceback, followed by a line asking to report it (exit 3).
+    SIGINT exits 130 and SIGTERM 143, each with one line on what was kept."""
+    import signal
+    import threading
+
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return _main(argv)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         args = _parser().parse_args(argv)
         args.given = given_options(sys.argv[1:] if argv is None else argv)
@@ -50,11 +74,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return command[args.command](args)
     except InputError as e:
         return _fail(str(e))
-    except KeyboardInterrupt:
-        print("jaxpriv: interrupted (a sweep's finished chunks and a search's finished "
+    except KeyboardInterrupt as e:
+        how = "terminated" if isinstance(e, Terminated) else "interrupted"
+        print(f"jaxpriv: {how} (a sweep's finished chunks and a search's finished "
               "segments are kept: run again with --resume; an audit resumes by itself)",
               file=sys.stderr)
-        return 130
+        return 143 if isinstance(e, Terminated) else 130
     except BrokenPipeError:
         # the reader went away (``jaxpriv eval f.json | head``): not an error; keep Python's
         # final flush of stdout from raising again
