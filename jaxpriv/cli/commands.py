@@ -53,11 +53,15 @@ def _eval(args) -> int:
     # the file set a notion's parameters and they do not fit it: said (one line), not left out
     # in silence; `show` says it through its own check instead. A notion that broke its
     # contract (a NaN level, a level of the wrong shape) is said always: left out of the table
-    said = broken + ([] if getattr(args, "quiet_problems", False) else problems)
-    if said:
-        print(f"jaxpriv: error: {args.file}: {'; '.join(dict.fromkeys(said))}",
-              file=sys.stderr)
+    _say_problems(args.file, broken + ([] if getattr(args, "quiet_problems", False)
+                                       else problems))
     return 2 if problems or broken else 0
+
+
+def _say_problems(path, said: list[str]) -> None:
+    """One error line naming the file and its notions' problems (none: nothing)."""
+    if said:
+        print(f"jaxpriv: error: {path}: {'; '.join(dict.fromkeys(said))}", file=sys.stderr)
 
 
 # -- compose -----------------------------------------------------------------------------------
@@ -82,11 +86,10 @@ def _compose(args) -> int:
         mech, _ = io.load_mechanism(path)
         mechs.append(mech)
     neighbours, over = _composed_pairs(mechs, args.files)
-    method, grid = getattr(args, "method", "auto"), getattr(args, "grid", None)
-    if method == "exact" and grid is not None:
+    method, grid = getattr(args, "method", "auto"), getattr(args, "grid", 1 << 20)
+    if method == "exact" and "grid" in getattr(args, "given", ()):
         raise InputError("--grid sets the bracket's FFT size, which --method exact does not "
                          "use: drop --grid, or use --method bracket (or auto)")
-    grid = 1 << 20 if grid is None else grid
     result = compose.compose(mechs, args.k, epsilon=args.epsilon, delta=args.delta,
                              method=method, grid=grid, progress=_pair_progress,
                              neighbours=neighbours)
@@ -292,19 +295,16 @@ def _unused_check_options(relation, args) -> None:
     ``--law``, ``--mu``, ``--d-true`` where its notions take no such option (a statistical
     claim reads its file alone), ``--parameter`` where the relation has no free condition
     parameter (none, or a fixed limit: R1's and R2's uniform prior)."""
-    fields = frozenset() if relation.kind == "statistical" else relation.notion_params
     for key in ("law", "mu", "d_true"):
-        if getattr(args, key, None) is not None and key not in fields:
+        if getattr(args, key, None) is not None and key not in _relation_fields(relation):
             flag = "--" + key.replace("_", "-")
             raise InputError(f"{relation.id} takes no {flag} (no notion of it has that "
                              f"option): leave {flag} out")
-    free = (relation.kind != "statistical" and getattr(relation, "parameter", None) is not None
-            and relation.parameter_limit is None)
-    if args.parameter is not None and not free:
-        why = ("its condition fixes it" if getattr(relation, "parameter", None) is not None
-               and relation.kind != "statistical" else "it has none")
+    has = relation.parameter is not None  # (a statistical claim: None)
+    if args.parameter is not None and not (has and relation.parameter_limit is None):
         raise InputError(f"{relation.id} has no free condition parameter to set with "
-                         f"--parameter ({why}): leave --parameter out")
+                         f"--parameter ({'its condition fixes it' if has else 'it has none'}): "
+                         "leave --parameter out")
 
 
 def _relation_fields(relation) -> frozenset:
@@ -412,9 +412,7 @@ def _show(args) -> int:
     # --json: the levels the text shows too, under "levels" (the check's keys as before; a
     # broken notion is said as eval says it, and left out)
     levels, _, broken = _file_levels(args.file)
-    if broken:
-        print(f"jaxpriv: error: {args.file}: {'; '.join(dict.fromkeys(broken))}",
-              file=sys.stderr)
+    _say_problems(args.file, broken)
     return _report_check(relation, result, True, {"levels": levels})
 
 

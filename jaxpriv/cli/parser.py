@@ -160,7 +160,7 @@ def _compose_parser(sub) -> None:
     p.add_argument("--method", choices=("auto", "exact", "bracket"), default="auto",
                    help="exact (count vectors), bracket (certified FFT bracket) or auto: exact "
                         "where the count vectors fit in memory, else the bracket")
-    p.add_argument("--grid", type=int, default=None, metavar="N",
+    p.add_argument("--grid", type=int, default=1 << 20, metavar="N",
                    help="the bracket's FFT size, a power of 2 (default 2^20; its width shrinks "
                         "about as 1/N); not with --method exact")
 

@@ -255,9 +255,8 @@ def _runs(args, configs):
 
 
 def _records_layout(args) -> dict[str, int]:
-    """``k`` (default 2) and ``r`` for database-level relations: ``--r``, else ``n = k^r`` read
-    off ``--n``."""
-    k = 2 if args.k is None else args.k
+    """``k`` and ``r`` for database-level relations: ``--r``, else ``n = k^r`` read off ``--n``."""
+    k = args.k
     if k < 2:
         raise InputError(f"--k must be >= 2, got {k}")
     if args.r is not None:
@@ -271,19 +270,18 @@ def _records_layout(args) -> dict[str, int]:
     return {"k": k, "r": r}
 
 
-# the command-line options of sweep and search: the StatConfig field each sets (None: none) and
-# what it sets, in words
-_OPTIONS = {"n": ("n", "a number of secrets"), "m": (None, "a number of outputs"),
-            "count": ("count", "a count"), "seed": ("seed", "a seed"),
-            "chunk": ("chunk", "a chunk size"), "memory_mb": (None, "a memory budget"),
-            "bins": ("x_bins", "premise bins"), "grid": ("grid", "a premise grid"),
-            "param": (None, "a condition parameter"), "restarts": ("restarts", "a number of restarts"),
-            "steps": ("steps", "a number of optimizer steps"), "lr": ("learning_rate", "a step size"),
-            "k": (None, "a records layout (relations between database-level notions)"),
-            "r": (None, "a records layout (relations between database-level notions)"),
-            "t_max": ("t_max", "a largest sample count (claims about an estimator)"),
-            "draws": ("draws", "Monte Carlo draws (claims about an estimator)"),
-            "law": (None, "an ABP observation law (relations whose notions take one)")}
+# what each option of sweep and search sets, in words (the setting:
+# jaxpriv.engines.io.OPTION_SETTINGS)
+_OPTIONS = {"n": "a number of secrets", "m": "a number of outputs", "count": "a count",
+            "seed": "a seed", "chunk": "a chunk size", "memory_mb": "a memory budget",
+            "bins": "premise bins", "grid": "a premise grid", "param": "a condition parameter",
+            "restarts": "a number of restarts", "steps": "a number of optimizer steps",
+            "lr": "a step size",
+            "k": "a records layout (relations between database-level notions)",
+            "r": "a records layout (relations between database-level notions)",
+            "t_max": "a largest sample count (claims about an estimator)",
+            "draws": "Monte Carlo draws (claims about an estimator)",
+            "law": "an ABP observation law (relations whose notions take one)"}
 _MECHANISM_READS = {"sweep": {"n", "m", "count", "seed", "chunk", "memory_mb", "bins"},
                     "search": {"n", "m", "grid", "restarts", "steps", "lr", "seed"}}
 _SETTINGS_READS = {"sweep": {"count", "seed", "chunk", "bins"}, "search": {"grid"}}
@@ -294,18 +292,18 @@ def _reads(rel, engine: str, args) -> set[str]:
     ``--r`` for a records layout, ``--n`` then only to infer ``r``; ``--law`` where a notion
     takes one; ``--param`` where the search grids it), a claim about an estimator's those its
     strategies declare (:class:`jaxpriv.registry.Strategies` ``reads``)."""
-    from jaxpriv.engines import subject
+    from jaxpriv.engines import io, subject
 
     if subject.engine_for(rel, engine) == subject.SETTINGS:
         if rel.strategies.reads is None:  # not declared (a plugin's): refuse nothing
             return set(_OPTIONS) - {"param", "k", "r", "law"}
         fields = set(rel.strategies.reads.get(engine, ()))
-        return set(_SETTINGS_READS[engine]) | {option for option, (field, _) in _OPTIONS.items()
-                                               if field is not None and field in fields}
+        return set(_SETTINGS_READS[engine]) | {option for option in _OPTIONS
+                                               if io.OPTION_SETTINGS[option] in fields}
     reads = set(_MECHANISM_READS[engine])
     if rel.needs_records:
         reads |= {"k", "r"}
-        if args.r is not None and getattr(args, "n", None) != (args.k or 2) ** args.r:
+        if args.r is not None and getattr(args, "n", None) != args.k ** args.r:
             reads.discard("n")  # (an --n that is k^r says the same)
     if engine == "search":
         if "law" in (getattr(rel, "notion_params", None) or ()):
@@ -324,7 +322,7 @@ def _unused_options(args, ids: list[str], engine: str) -> None:
 
     relations = [registry.get(rid) for rid in ids]
     given = getattr(args, "given", frozenset())
-    for name, (_, what) in _OPTIONS.items():
+    for name, what in _OPTIONS.items():
         if name not in given or any(name in _reads(rel, engine, args) for rel in relations):
             continue
         if name == "param" and any(subject.engine_for(rel, engine) != subject.SETTINGS
@@ -332,7 +330,7 @@ def _unused_options(args, ids: list[str], engine: str) -> None:
             continue  # the search's own check says it, with the relation's condition
         flag = "--" + name.replace("_", "-")
         if name == "n" and any(rel.needs_records for rel in relations):
-            raise InputError(f"--n with --r: n is k^r = {(args.k or 2) ** args.r} for "
+            raise InputError(f"--n with --r: n is k^r = {args.k ** args.r} for "
                              f"{', '.join(r.id for r in relations if r.needs_records)}; leave "
                              "--n out (or give --k and --n, without --r)")
         which = (f"{relations[0].id} takes none" if len(relations) == 1

@@ -311,9 +311,7 @@ def check_same_config(run_dir: Path, saved: Any, config: dict[str, Any]) -> None
         differing = [k for k in differing if k not in derived]
         # named by the options that set them (it said "block, candidates", set by none); a
         # setting no option sets by its name
-        flags = dict.fromkeys(_SETTING_FLAGS.get(k, "--" + k.replace("_", "-")
-                                                 if k in _OPTION_SETTINGS else k)
-                              for k in differing)
+        flags = dict.fromkeys(_SETTING_FLAGS.get(k, k) for k in differing)
         raise SettingsMismatch(f"{run_dir}: the checkpoint was made with different settings "
                          f"({', '.join(flags) or 'another kind of run'}); resume with the "
                          "same arguments, or start a new --out")
@@ -323,11 +321,14 @@ class SettingsMismatch(InputError):
     """A checkpoint made with other settings than the run resuming it."""
 
 
-_SETTING_FLAGS = {"block": "--memory-mb", "x_bins": "--bins", "learning_rate": "--lr"}
-"""The command-line option that sets a run setting of another name."""
-_OPTION_SETTINGS = frozenset({"relation", "n", "m", "count", "seed", "chunk", "grid", "param",
-                              "law", "prior", "restarts", "steps", "k", "r", "t_max", "draws"})
-"""The run settings an option of the same name sets (``--t-max`` for ``t_max``)."""
+OPTION_SETTINGS = {"relation": "relation", "n": "n", "m": "m", "count": "count", "seed": "seed",
+                   "chunk": "chunk", "memory_mb": "block", "bins": "x_bins", "grid": "grid",
+                   "param": "param", "law": "law", "prior": "prior", "restarts": "restarts",
+                   "steps": "steps", "lr": "learning_rate", "k": "k", "r": "r",
+                   "t_max": "t_max", "draws": "draws"}
+"""The run setting each option of ``sweep`` and ``search`` sets (``--memory-mb``: the block)."""
+_SETTING_FLAGS = {setting: "--" + option.replace("_", "-")
+                  for option, setting in OPTION_SETTINGS.items()}
 
 
 def check_format(path: Path, meta: dict[str, Any]) -> None:
