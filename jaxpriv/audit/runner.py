@@ -279,6 +279,7 @@ def _run_planned(spend: Budget, ids: list[str], out: Path, seed: int, progress: 
     tasks = plan(spend, ids, seed, memory_mb)
     began = time.perf_counter()
     verdicts: dict[str, dict] = _previous_verdicts(out)
+    kernels: dict[str, list[str]] = {}  # each relation's runs' kernel states, read once
 
     took: dict[str, float] = {}
 
@@ -291,7 +292,7 @@ def _run_planned(spend: Budget, ids: list[str], out: Path, seed: int, progress: 
             log(f"{rid} {kind:<6} {state:<7} {seconds:6.1f} s  -> {out / rid / kind}")
         search = next(t for t in tasks if t.relation == rid and t.kind == "search")
         verdicts[rid] = assess(rid, out, search.config, search.grid_top)._asdict()
-        summary = _summary(spend, seed, verdicts, time.perf_counter() - began, out)
+        summary = _summary(spend, seed, verdicts, time.perf_counter() - began, out, kernels)
         io.atomic_write(out / SUMMARY, lambda f: json.dump(summary, f, indent=1))
         log(f"{rid} verdict: {verdicts[rid]['verdict']} (worst slack "
             f"{format_number(verdicts[rid]['worst_slack'])})")
@@ -302,7 +303,7 @@ def _run_planned(spend: Budget, ids: list[str], out: Path, seed: int, progress: 
             finished(rid, _run_relation(mine, out, progress, outputs))
     else:
         _run_parallel(pool, per_relation, out, progress, finished, outputs)
-    summary = _summary(spend, seed, verdicts, time.perf_counter() - began, out)
+    summary = _summary(spend, seed, verdicts, time.perf_counter() - began, out, kernels)
     if not group.is_writer():
         return summary
     schedule.remember_seconds(spend.name, took)
@@ -390,31 +391,38 @@ def _previous_verdicts(out: Path) -> dict[str, dict]:
 
 
 def _summary(spend: Budget, seed: int, verdicts: dict[str, dict], seconds: float,
-             out: Path) -> dict:
+             out: Path, kernels: dict[str, list[str]] | None = None) -> dict:
     order = list(registry.REGISTRY)
     rows = sorted(verdicts.values(), key=lambda v: order.index(v["relation"])
                   if v["relation"] in order else len(order))
     versions = io.versions()
-    versions["native_kernel"] = _kernel_state(out, rows, versions["native_kernel"])
+    versions["native_kernel"] = _kernel_state(out, rows, versions["native_kernel"], kernels)
     return {"budget": spend.name, "seed": seed, "seconds": seconds,
             "budget_settings": dataclasses.asdict(spend), "tight_slack": TIGHT_SLACK,
             "relations": rows, "versions": versions}
 
 
-def _kernel_state(out: Path, rows: list[dict], here: str) -> str:
+def _kernel_state(out: Path, rows: list[dict], here: str,
+                  seen: dict[str, list[str]] | None = None) -> str:
     """The native kernel's state as the relations' runs record it (each run directory's
-    ``summary.json``), else this process's: a resumed audit whose runs were all done read
-    "not used" though they had run on the kernel (and workers run them in other processes)."""
+    ``summary.json``, read once per relation into ``seen``), else this process's: a resumed
+    audit whose runs were all done read "not used" though they had run on the kernel (and
+    workers run them in other processes)."""
+    seen = {} if seen is None else seen
     recorded = []
     for row in rows:
-        for kind in ("sweep", "search"):
-            path = out / row["relation"] / kind / "summary.json"
-            try:
-                state = io.read_json(path).get("versions", {}).get("native_kernel")
-            except (InputError, AttributeError, OSError):
-                continue
-            if isinstance(state, str):
-                recorded.append(state)
+        rid = row["relation"]
+        if rid not in seen:
+            seen[rid] = []
+            for kind in ("sweep", "search"):
+                try:
+                    state = io.read_json(out / rid / kind / "summary.json").get(
+                        "versions", {}).get("native_kernel")
+                except (InputError, AttributeError, OSError):
+                    continue
+                if isinstance(state, str):
+                    seen[rid].append(state)
+        recorded += seen[rid]
     used = [s for s in recorded if s != "not used"]
     if not used:
         return here
